@@ -16,6 +16,10 @@ export PATH := $(VENV)/bin:$(PATH)
 
 .PHONY: help setup image test drill lint sanity units pytest clean
 
+# Each part of the project adds its targets in mk/<part>.mk, and its test targets to TEST_TARGETS.
+TEST_TARGETS :=
+-include mk/*.mk
+
 help:
 	@echo "make setup   install everything a fresh machine needs (apt, .venv, collections)"
 	@echo "make image   build the local pod image (reused when its inputs are unchanged)"
@@ -46,7 +50,7 @@ units: setup
 pytest: setup image
 	@pytest
 
-test: lint sanity units pytest
+test: lint sanity units pytest $(TEST_TARGETS)
 	@echo "test: all passed"
 
 drill: setup
