@@ -34,6 +34,11 @@ setup:
 
 image: setup
 	@emulator/image/build.sh
+	@# Old tags of the pod image only take disk; one still in use by a container stays.
+	@current=localhost/trainops-pod:$$(emulator/image/tag.sh); \
+	for old in $$(podman images --format '{{.Repository}}:{{.Tag}}' --filter reference=localhost/trainops-pod); do \
+		if [ "$$old" != "$$current" ] && podman rmi "$$old" >/dev/null 2>&1; then echo "image: removed old $$old"; fi; \
+	done
 
 lint: setup
 	@echo "lint: ruff"; ruff check . && ruff format --check .

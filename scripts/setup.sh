@@ -10,7 +10,7 @@ venv="$root/.venv"
 collections="$root/collections/ansible_collections"
 # The `ansible` wheel carries ansible.posix and containers.podman; Galaxy is unreachable here.
 ansible_wheel_version=12.3.0
-apt_packages=(podman runc slirp4netns uidmap debootstrap rsync openssh-client shellcheck tmux make git ca-certificates)
+apt_packages=(podman runc slirp4netns uidmap debootstrap rsync openssh-client shellcheck tmux make git ca-certificates python3-venv)
 
 step() {
     local name=$1; shift
