@@ -1,0 +1,59 @@
+# -*- coding: utf-8 -*-
+# Copyright: trainops.gpu maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+
+class ModuleDocFragment(object):
+    # Options every RunPod module shares. Set them once per play with
+    # module_defaults: {group/trainops.gpu.runpod: {...}}.
+    DOCUMENTATION = r"""
+options:
+  api_key:
+    description:
+      - RunPod API key, sent as a Bearer token.
+      - If not set, the value of the E(RUNPOD_API_KEY) environment variable is used.
+      - Never logged. Prefer a vaulted variable or the environment to a literal in a playbook.
+    type: str
+    required: true
+  api_url:
+    description:
+      - Base URL of the RunPod REST API; request paths start with C(/v2/).
+      - If not set, the value of the E(RUNPOD_API_URL) environment variable is used, else the default.
+      - Point it at a local emulator, for example V(http://127.0.0.1:8765), to run without an account.
+      - Plain C(http://) is accepted only for loopback hosts, so the key never crosses a network unencrypted.
+    type: str
+    default: https://api.runpod.io
+  api_timeout:
+    description:
+      - Timeout in seconds for each HTTP request to the API.
+    type: int
+    default: 30
+  api_retries:
+    description:
+      - How many times a request is retried on a rate limit (HTTP 429, honouring C(Retry-After)), a gateway
+        error (HTTP 502, 503, 504) or a connection failure, with capped exponential backoff and jitter.
+      - Only idempotent requests (reads, replacements, deletions) are retried on gateway and connection errors.
+        A create that fails that way is reconciled by reading the resources back, never by sending it again blindly.
+      - Authentication errors and other client errors are never retried.
+    type: int
+    default: 5
+  validate_certs:
+    description:
+      - Whether to validate the API server's TLS certificate.
+    type: bool
+    default: true
+notes:
+  - The modules talk to the RunPod REST API v2 directly; no Python SDK is needed on the controller.
+"""
+
+    # For modules that support check mode and diff on the controller only.
+    ATTRIBUTES_ACTION_GROUP = r"""
+attributes:
+  action_group:
+    description: Use C(group/trainops.gpu.runpod) in C(module_defaults) to set defaults for this module.
+    support: full
+    membership:
+      - trainops.gpu.runpod
+"""

@@ -1,0 +1,270 @@
+# -*- coding: utf-8 -*-
+# Copyright: trainops.gpu maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: runpod
+short_description: RunPod pods as Ansible hosts, reached over their direct SSH endpoint
+version_added: 0.1.0
+description:
+  - Reads the account's pods from the RunPod REST API v2 and adds every pod that has a direct SSH endpoint
+    (C(ssh.direct)) as a host. C(ansible_host), C(ansible_port) and C(ansible_user) come from that endpoint,
+    which RunPod assigns anew on every start, so run the inventory again after a stop and start.
+  - Pods without an endpoint yet (provisioning, stopped, no C(22/tcp) port) are skipped, with a message at C(-v).
+  - Host variables are the pod's fields prefixed with C(runpod_), so they cannot collide with reserved variables.
+  - Groups, all prefixed C(runpod_) and made safe for Ansible (lowercase, C(_) for other characters)
+    C(runpod) (every pod), C(runpod_status_<status>), C(runpod_gpu_<gpu type>), C(runpod_dc_<data center>),
+    and for pods named C(<prefix>-<run_id>-<role>) C(runpod_run_<run_id>) and C(runpod_role_<role>).
+  - With O(cache) enabled the raw API answer is cached, never the built inventory; a run served from the
+    cache makes no API call. Use C(--flush-cache) to read the API again.
+  - Uses a configuration file whose name ends in C(runpod.yml) or C(runpod.yaml).
+author:
+  - trainops.gpu maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - constructed
+  - inventory_cache
+options:
+  plugin:
+    description: The name of this plugin; makes the configuration file its own.
+    required: true
+    type: str
+    choices: [trainops.gpu.runpod]
+  api_key:
+    description:
+      - RunPod API key. Templated, so a vaulted variable or C(lookup('ansible.builtin.env', ...)) works.
+    type: str
+    env:
+      - name: RUNPOD_API_KEY
+  api_url:
+    description:
+      - Base URL of the RunPod REST API (without C(/v2)). Point it at a local emulator to run without an account.
+      - Templated. Plain C(http://) is accepted only for loopback hosts.
+    type: str
+    default: https://api.runpod.io
+    env:
+      - name: RUNPOD_API_URL
+  api_timeout:
+    description: Timeout in seconds for each HTTP request.
+    type: int
+    default: 30
+  api_retries:
+    description: Retries of a read on a rate limit, a gateway error or a connection failure.
+    type: int
+    default: 5
+  validate_certs:
+    description: Whether to validate the API server's TLS certificate.
+    type: bool
+    default: true
+  statuses:
+    description:
+      - Only pods in these statuses become hosts. Only running pods have an SSH endpoint.
+    type: list
+    elements: str
+    default: [RUNNING]
+  name_prefix:
+    description:
+      - Only pods whose name starts with this, for example V(trainops-) for this collection's pods, or
+        V(trainops-run42-) for one run.
+    type: str
+  run_name_prefix:
+    description:
+      - The C(<prefix>) of pod names C(<prefix>-<run_id>-<role>), from which the run and role groups are made.
+    type: str
+    default: trainops
+  hostname:
+    description:
+      - What names a host. V(name) uses the pod name, or C(<name>_<id>) for pods that share a name; V(id) the pod id.
+    type: str
+    choices: [name, id]
+    default: name
+"""
+
+EXAMPLES = r"""
+# inventories/cloud.runpod.yml: every running pod of this collection
+plugin: trainops.gpu.runpod
+api_key: "{{ vault_runpod_api_key }}"
+name_prefix: trainops-
+
+# inventories/local.runpod.yml: the local emulator, its URL and key from the environment
+plugin: trainops.gpu.runpod
+api_url: "{{ lookup('ansible.builtin.env', 'RUNPOD_API_URL', default='http://127.0.0.1:8765') }}"
+api_key: "{{ lookup('ansible.builtin.env', 'RUNPOD_API_KEY') }}"
+cache: true
+cache_plugin: ansible.builtin.jsonfile
+cache_connection: .cache/runpod-inventory
+cache_timeout: 60
+keyed_groups:
+  - key: runpod_cloud
+    prefix: cloud
+compose:
+  ansible_python_interpreter: "'/usr/bin/python3'"
+"""
+
+import re
+
+from ansible.errors import AnsibleError
+from ansible.module_utils.common.text.converters import to_native
+from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
+
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
+    RunPodClient,
+    RunPodError,
+    check_api_url,
+    pod_ssh_endpoint,
+)
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import parse_pod_name
+
+
+def safe_group_part(text) -> str:
+    """Lowercase, with every run of characters other than letters, digits and _ made one _."""
+    return re.sub(r"[^a-z0-9_]+", "_", str(text).lower()).strip("_")
+
+
+def pod_hostvars(pod, run_name_prefix) -> dict:
+    """The ``runpod_``-prefixed variables of one pod (environment values left out: they may be secrets)."""
+    gpu = pod.get("gpu") or {}
+    cpu = pod.get("cpu") or {}
+    mounts = pod.get("mounts") or {}
+    network = (mounts.get("network") or [{}])[0]
+    endpoint = pod_ssh_endpoint(pod)
+    parsed = parse_pod_name(pod.get("name"), run_name_prefix)
+    return {
+        "runpod_id": pod.get("id"),
+        "runpod_name": pod.get("name"),
+        "runpod_status": pod.get("status"),
+        "runpod_image": pod.get("image"),
+        "runpod_gpu_type": gpu.get("id"),
+        "runpod_gpu_count": gpu.get("count"),
+        "runpod_cpu_flavor": cpu.get("id"),
+        "runpod_cloud": pod.get("cloud"),
+        "runpod_data_center_id": pod.get("dataCenterId"),
+        "runpod_cuda_version": pod.get("cudaVersion"),
+        "runpod_ports": list(pod.get("ports") or []),
+        "runpod_env_keys": sorted((pod.get("env") or {}).keys()),
+        "runpod_network_volume_id": network.get("volumeId"),
+        "runpod_cost_per_hr": pod.get("cost"),
+        "runpod_created_at": pod.get("createdAt"),
+        "runpod_started_at": pod.get("startedAt"),
+        "runpod_ssh_host": endpoint[0] if endpoint else None,
+        "runpod_ssh_port": endpoint[1] if endpoint else None,
+        "runpod_run_id": parsed[0] if parsed else None,
+        "runpod_role": parsed[1] if parsed else None,
+    }
+
+
+def pod_groups(pod, run_name_prefix) -> list:
+    groups = ["runpod"]
+    if pod.get("status"):
+        groups.append("runpod_status_" + safe_group_part(pod["status"]))
+    gpu_id = (pod.get("gpu") or {}).get("id")
+    if gpu_id:
+        groups.append("runpod_gpu_" + safe_group_part(gpu_id))
+    if pod.get("dataCenterId"):
+        groups.append("runpod_dc_" + safe_group_part(pod["dataCenterId"]))
+    parsed = parse_pod_name(pod.get("name"), run_name_prefix)
+    if parsed:
+        groups.append("runpod_run_" + safe_group_part(parsed[0]))
+        groups.append("runpod_role_" + safe_group_part(parsed[1]))
+    return [g for g in groups if g and not g.endswith("_")]
+
+
+def select_pods(pods, statuses, name_prefix) -> list:
+    wanted = set(statuses or [])
+    return [
+        pod
+        for pod in pods
+        if (not wanted or pod.get("status") in wanted)
+        and (not name_prefix or (pod.get("name") or "").startswith(name_prefix))
+    ]
+
+
+class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
+    NAME = "trainops.gpu.runpod"
+
+    def verify_file(self, path):
+        return super(InventoryModule, self).verify_file(path) and path.endswith(("runpod.yml", "runpod.yaml"))
+
+    def _templated_option(self, name):
+        # Templated so vaulted variables and env lookups work; templating a plain string returns it unchanged.
+        value = self.get_option(name)
+        return self.templar.template(value) if isinstance(value, str) else value
+
+    def _fetch_pods(self) -> list:
+        api_key = self._templated_option("api_key")
+        api_url = self._templated_option("api_url")
+        if not api_key:
+            raise AnsibleError(
+                "trainops.gpu.runpod: no API key; set api_key or the RUNPOD_API_KEY environment variable"
+            )
+        try:
+            check_api_url(api_url)
+            client = RunPodClient(
+                api_key=to_native(api_key),
+                api_url=to_native(api_url),
+                timeout=self.get_option("api_timeout"),
+                max_retries=self.get_option("api_retries"),
+                validate_certs=self.get_option("validate_certs"),
+            )
+            pods = client.list_pods()
+        except (ValueError, RunPodError) as exc:
+            raise AnsibleError("trainops.gpu.runpod: %s" % to_native(exc)) from exc
+        self.display.vvv(
+            "trainops.gpu.runpod: %d pods from %s in %d HTTP requests" % (len(pods), api_url, client.http_attempts)
+        )
+        return pods
+
+    def parse(self, inventory, loader, path, cache=True):
+        super(InventoryModule, self).parse(inventory, loader, path, cache)
+        self._read_config_data(path)
+        cache_key = self.get_cache_key(path)
+        use_cache = self.get_option("cache") and cache
+        update_cache = self.get_option("cache") and not cache
+        pods = None
+        if use_cache:
+            try:
+                pods = self._cache[cache_key]
+            except KeyError:
+                update_cache = True
+        if pods is None:
+            pods = self._fetch_pods()
+        if update_cache:
+            # The raw API dicts, JSON-serialisable; the inventory is rebuilt from them on every run.
+            self._cache[cache_key] = pods
+        self._populate(pods)
+
+    def _populate(self, pods):
+        run_prefix = self.get_option("run_name_prefix")
+        selected = select_pods(pods, self.get_option("statuses"), self.get_option("name_prefix"))
+        name_counts = {}
+        for pod in selected:
+            name_counts[pod.get("name")] = name_counts.get(pod.get("name"), 0) + 1
+        strict = self.get_option("strict")
+        self.inventory.add_group("runpod")
+        for pod in sorted(selected, key=lambda p: (p.get("name") or "", p.get("id") or "")):
+            endpoint = pod_ssh_endpoint(pod)
+            if endpoint is None:
+                self.display.v(
+                    "trainops.gpu.runpod: skipping pod %s (%s, %s): no direct SSH endpoint yet"
+                    % (pod.get("id"), pod.get("name"), pod.get("status"))
+                )
+                continue
+            if self.get_option("hostname") == "id" or not pod.get("name"):
+                host = pod.get("id")
+            elif name_counts[pod.get("name")] > 1:
+                host = "%s_%s" % (pod.get("name"), pod.get("id"))
+            else:
+                host = pod.get("name")
+            for group in pod_groups(pod, run_prefix):
+                self.inventory.add_group(group)
+                self.inventory.add_host(host, group=group)
+            self.inventory.set_variable(host, "ansible_host", endpoint[0])
+            self.inventory.set_variable(host, "ansible_port", endpoint[1])
+            self.inventory.set_variable(host, "ansible_user", endpoint[2])
+            hostvars = pod_hostvars(pod, run_prefix)
+            for key, value in hostvars.items():
+                self.inventory.set_variable(host, key, value)
+            self._set_composite_vars(self.get_option("compose"), hostvars, host, strict=strict)
+            self._add_host_to_composed_groups(self.get_option("groups"), hostvars, host, strict=strict)
+            self._add_host_to_keyed_groups(self.get_option("keyed_groups"), hostvars, host, strict=strict)

@@ -1,0 +1,529 @@
+# -*- coding: utf-8 -*-
+# Copyright: trainops.gpu maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""RunPod REST API v2 client: the only code in the collection that speaks HTTP to RunPod.
+
+What it does for every caller (modules, inventory, roles' helpers):
+
+* Bearer authentication, a User-Agent naming the collection version, per-request timeouts.
+* Retries with capped exponential backoff and jitter on 429 (honouring ``Retry-After``),
+  502/503/504 and connection errors, for idempotent requests only (GET, PUT, DELETE, and a PATCH
+  the caller marks idempotent because its body sets absolute values). A POST is retried only on
+  429, which means the request was refused before it was processed; any other failure of a POST
+  is *ambiguous* (it may have taken effect) and is raised so that the caller reconciles by
+  reading state back, never by blindly re-posting.
+* RFC 9457 problem+json responses become one :class:`RunPodError` naming the call, the status,
+  ``title``, ``detail`` and ``errors``.
+* Bounded wait helpers: a pod reaching a status, and a pod's direct SSH endpoint answering with
+  an SSH banner (RUNNING alone is not ready).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import random
+import socket
+import time
+from email.utils import parsedate_to_datetime
+from http.client import HTTPException
+from urllib.error import HTTPError, URLError
+from urllib.parse import quote, urlencode, urlparse
+
+from ansible.module_utils.urls import Request
+
+from ansible_collections.trainops.gpu.plugins.module_utils._version import COLLECTION_VERSION
+
+DEFAULT_API_URL = "https://api.runpod.io"
+API_KEY_ENV = "RUNPOD_API_KEY"
+API_URL_ENV = "RUNPOD_API_URL"
+USER_AGENT = "trainops.gpu/" + COLLECTION_VERSION
+
+IDEMPOTENT_METHODS = frozenset(("GET", "HEAD", "PUT", "DELETE"))
+RETRYABLE_STATUSES = frozenset((429, 502, 503, 504))
+
+POD_STATUSES = ("PROVISIONING", "STARTING", "RUNNING", "EXITED", "ERROR", "TERMINATED")
+POD_FAILED_STATUSES = frozenset(("ERROR", "TERMINATED"))
+
+
+class RunPodError(Exception):
+    """A failed RunPod API call, or a failed wait.
+
+    ``status`` is None for a connection-level failure (refused, reset, timed out).
+    """
+
+    def __init__(
+        self,
+        operation,
+        method,
+        path,
+        status=None,
+        title=None,
+        detail=None,
+        errors=None,
+        attempts=1,
+    ):
+        self.operation = operation
+        self.method = method
+        self.path = path
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.errors = list(errors or [])
+        self.attempts = attempts
+        super(RunPodError, self).__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        call = "%s %s" % (self.method, self.path)
+        if self.operation:
+            call = "%s (%s)" % (self.operation, call)
+        if self.status is None:
+            text = "RunPod API call %s failed: no HTTP response" % call
+        else:
+            text = "RunPod API call %s failed: HTTP %s" % (call, self.status)
+        if self.title:
+            text += " %s" % self.title
+        if self.detail:
+            text += ": %s" % self.detail
+        if self.errors:
+            text += " [errors: %s]" % "; ".join(str(e) for e in self.errors)
+        if self.attempts > 1:
+            text += " (after %d attempts)" % self.attempts
+        return text
+
+    @property
+    def ambiguous(self) -> bool:
+        """True when the request may have taken effect although it failed (5xx, no response)."""
+        return self.status is None or self.status >= 500
+
+    def to_dict(self) -> dict:
+        return {
+            "operation": self.operation,
+            "method": self.method,
+            "path": self.path,
+            "status": self.status,
+            "title": self.title,
+            "detail": self.detail,
+            "errors": self.errors,
+            "attempts": self.attempts,
+        }
+
+
+class RunPodWaitTimeout(Exception):
+    """A bounded wait ran out; ``resource`` is the last state read (it names what is left)."""
+
+    def __init__(self, message, resource=None):
+        self.resource = resource
+        super(RunPodWaitTimeout, self).__init__(message)
+
+
+def parse_problem(status, body, reason=None) -> dict:
+    """Turn an error response body into ``{title, detail, errors}``.
+
+    Accepts RFC 9457 problem+json; falls back to the reason phrase and a short excerpt of a body
+    that is not JSON (a proxy's HTML page, for example).
+    """
+    title = reason or None
+    detail = None
+    errors = []
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
+    data = None
+    if text.strip():
+        try:
+            data = json.loads(text)
+        except ValueError:
+            detail = " ".join(text.split())[:300]
+    if isinstance(data, dict):
+        title = data.get("title") or title
+        detail = data.get("detail") or data.get("message") or data.get("error") or detail
+        raw_errors = data.get("errors") or []
+        if isinstance(raw_errors, list):
+            errors = [e if isinstance(e, str) else json.dumps(e, sort_keys=True) for e in raw_errors]
+        else:
+            errors = [str(raw_errors)]
+    return {"title": title, "detail": detail, "errors": errors}
+
+
+def parse_retry_after(value, now=None):
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP-date); None if absent/invalid."""
+    if value is None:
+        return None
+    value = str(value).strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
+
+def backoff_delay(attempt, base=0.5, cap=30.0, rand=random.random) -> float:
+    """Capped exponential backoff with equal jitter for retry number ``attempt`` (0-based).
+
+    Half of the capped exponential step is fixed and half is random, so concurrent clients spread
+    out without any retry collapsing to an immediate one.
+    """
+    step = min(cap, base * (2**attempt))
+    return step / 2.0 + rand() * step / 2.0
+
+
+def check_api_url(api_url) -> str:
+    """Validate the API base URL; plain HTTP is allowed only to loopback (a local emulator)."""
+    parsed = urlparse(api_url or "")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError("api_url must be an http(s) URL such as %s, got %r" % (DEFAULT_API_URL, api_url))
+    if parsed.scheme == "http" and not _is_loopback(parsed.hostname):
+        raise ValueError(
+            "api_url %r uses plain http to a non-loopback host: the API key would travel unencrypted; use https"
+            % api_url
+        )
+    if parsed.path.rstrip("/").endswith("/v2"):
+        raise ValueError("api_url is the server root (for example %s), without the /v2 suffix" % DEFAULT_API_URL)
+    return api_url
+
+
+def _is_loopback(hostname) -> bool:
+    if hostname == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(hostname).is_loopback
+    except ValueError:
+        return False
+
+
+def encode_query(query) -> str:
+    """URL-encode query parameters given as a dict or a list of pairs, dropping None values."""
+    if not query:
+        return ""
+    pairs = query.items() if isinstance(query, dict) else query
+    return urlencode([(key, value) for key, value in pairs if value is not None])
+
+
+def pod_ssh_endpoint(pod):
+    """``(host, port, username)`` of the pod's direct SSH endpoint, or None while it has none."""
+    ssh = (pod or {}).get("ssh") or {}
+    direct = ssh.get("direct") or {}
+    host = direct.get("host")
+    port = direct.get("port")
+    if not host or not port:
+        return None
+    return host, int(port), direct.get("username") or "root"
+
+
+def probe_ssh_banner(host, port, timeout=5.0):
+    """The SSH identification line the server sends first, or None if it does not answer with one."""
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            received = b""
+            while b"\n" not in received and len(received) < 256:
+                chunk = sock.recv(256)
+                if not chunk:
+                    break
+                received += chunk
+    except (OSError, ValueError):
+        return None
+    line = received.split(b"\n", 1)[0].strip().decode("ascii", "replace")
+    return line if line.startswith("SSH-") else None
+
+
+class RunPodClient(object):
+    """RunPod REST v2 over HTTPS (or plain HTTP to a local emulator)."""
+
+    def __init__(
+        self,
+        api_key,
+        api_url=DEFAULT_API_URL,
+        timeout=30.0,
+        max_retries=5,
+        backoff_base=0.5,
+        backoff_cap=30.0,
+        max_retry_after=120.0,
+        validate_certs=True,
+        sleep=time.sleep,
+        rand=random.random,
+        clock=time.monotonic,
+    ):
+        if not api_key:
+            raise ValueError("a RunPod API key is required: set api_key or the %s environment variable" % API_KEY_ENV)
+        self.api_url = (api_url or DEFAULT_API_URL).rstrip("/")
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.backoff_base = float(backoff_base)
+        self.backoff_cap = float(backoff_cap)
+        self.max_retry_after = float(max_retry_after)
+        self._sleep = sleep
+        self._rand = rand
+        self._clock = clock
+        # Counts HTTP attempts, retries included: the inventory and the benchmark report it.
+        self.http_attempts = 0
+        self._request = Request(
+            headers={
+                "Authorization": "Bearer %s" % api_key,
+                "Accept": "application/json, application/problem+json",
+            },
+            http_agent=USER_AGENT,
+            timeout=self.timeout,
+            validate_certs=validate_certs,
+            follow_redirects="none",
+        )
+
+    # -- transport ---------------------------------------------------------------------------
+
+    def request(self, operation, method, path, query=None, body=None, idempotent=None, not_found_ok=False):
+        """Send one API call with the retry policy; return the decoded JSON body (None when empty).
+
+        ``not_found_ok`` turns a 404 into a None result (for lookups by id).
+        """
+        method = method.upper()
+        retry_all = method in IDEMPOTENT_METHODS if idempotent is None else bool(idempotent)
+        url = self.api_url + path
+        encoded = encode_query(query)
+        if encoded:
+            url += "?" + encoded
+        data = None
+        headers = {}
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        attempt = 0
+        while True:
+            attempt += 1
+            self.http_attempts += 1
+            status = None
+            retry_after = None
+            try:
+                response = self._request.open(method, url, data=data, headers=headers)
+                payload = response.read()
+                status = response.getcode()
+            except HTTPError as exc:
+                status = exc.code
+                try:
+                    payload = exc.read()
+                except (OSError, HTTPException):
+                    payload = b""
+                retry_after = parse_retry_after(exc.headers.get("Retry-After") if exc.headers else None)
+                if status == 404 and not_found_ok:
+                    return None
+                problem = parse_problem(status, payload, getattr(exc, "reason", None))
+                error = RunPodError(operation, method, path, status, attempts=attempt, **problem)
+                retryable = status in RETRYABLE_STATUSES and (retry_all or status == 429)
+                self._retry_or_raise(error, retryable, attempt, retry_after)
+                continue
+            except (URLError, HTTPException, socket.timeout, ConnectionError, OSError) as exc:
+                reason = getattr(exc, "reason", None) or exc
+                error = RunPodError(
+                    operation, method, path, None, title="connection failed", detail=str(reason), attempts=attempt
+                )
+                self._retry_or_raise(error, retry_all, attempt, None)
+                continue
+            if not payload or not payload.strip():
+                return None
+            try:
+                return json.loads(payload.decode("utf-8"))
+            except ValueError:
+                raise RunPodError(
+                    operation,
+                    method,
+                    path,
+                    status,
+                    title="invalid JSON in response",
+                    detail=payload[:200].decode("utf-8", "replace"),
+                    attempts=attempt,
+                ) from None
+
+    def _retry_or_raise(self, error, retryable, attempt, retry_after):
+        if not retryable or attempt > self.max_retries:
+            raise error
+        if retry_after is not None:
+            if retry_after > self.max_retry_after:
+                error.detail = "%s; Retry-After of %ss exceeds the %ss this client waits" % (
+                    error.detail or "rate limited",
+                    retry_after,
+                    self.max_retry_after,
+                )
+                raise error
+            delay = retry_after
+        else:
+            delay = backoff_delay(attempt - 1, self.backoff_base, self.backoff_cap, self._rand)
+        self._sleep(delay)
+
+    # -- pods --------------------------------------------------------------------------------
+
+    def list_pods(self, include_cluster_pods=False) -> list:
+        query = {"includeClusterPods": "true"} if include_cluster_pods else None
+        return (self.request("listPods", "GET", "/v2/pods", query=query) or {}).get("pods") or []
+
+    def get_pod(self, pod_id):
+        return self.request("getPod", "GET", "/v2/pods/%s" % quote(pod_id, safe=""), not_found_ok=True)
+
+    def create_pod(self, body) -> dict:
+        return self.request("createPod", "POST", "/v2/pods", body=body)
+
+    def update_pod(self, pod_id, body) -> dict:
+        # PATCH with absolute values: repeating it converges on the same pod, so retrying is safe.
+        return self.request("updatePod", "PATCH", "/v2/pods/%s" % quote(pod_id, safe=""), body=body, idempotent=True)
+
+    def pod_action(self, pod_id, action):
+        return self.request("podAction", "POST", "/v2/pods/%s/action" % quote(pod_id, safe=""), body={"action": action})
+
+    def delete_pod(self, pod_id) -> bool:
+        """Delete a pod; False when it was already gone."""
+        path = "/v2/pods/%s" % quote(pod_id, safe="")
+        try:
+            self.request("deletePod", "DELETE", path)
+        except RunPodError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    # -- account -----------------------------------------------------------------------------
+
+    def get_ssh_keys(self) -> list:
+        return (self.request("getSshKeys", "GET", "/v2/account/ssh-keys") or {}).get("keys") or []
+
+    def put_ssh_keys(self, keys) -> list:
+        result = self.request("updateSshKeys", "PUT", "/v2/account/ssh-keys", body={"keys": list(keys)}) or {}
+        return result.get("keys", list(keys))
+
+    # -- network volumes ---------------------------------------------------------------------
+
+    def list_network_volumes(self) -> list:
+        return (self.request("listNetworkVolumes", "GET", "/v2/network-volumes") or {}).get("networkVolumes") or []
+
+    def get_network_volume(self, volume_id):
+        path = "/v2/network-volumes/%s" % quote(volume_id, safe="")
+        return self.request("getNetworkVolume", "GET", path, not_found_ok=True)
+
+    def create_network_volume(self, body) -> dict:
+        return self.request("createNetworkVolume", "POST", "/v2/network-volumes", body=body)
+
+    def update_network_volume(self, volume_id, body) -> dict:
+        path = "/v2/network-volumes/%s" % quote(volume_id, safe="")
+        return self.request("updateNetworkVolume", "PATCH", path, body=body, idempotent=True)
+
+    def delete_network_volume(self, volume_id) -> bool:
+        path = "/v2/network-volumes/%s" % quote(volume_id, safe="")
+        try:
+            self.request("deleteNetworkVolume", "DELETE", path)
+        except RunPodError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    # -- catalog and billing -----------------------------------------------------------------
+
+    def list_gpu_types(self, availability=False, gpu_count=None, cloud=None) -> list:
+        query = []
+        if availability:
+            # include and product are comma-separated (style form, explode false).
+            query += [("include", "AVAILABILITY"), ("product", "POD")]
+            if gpu_count:
+                query.append(("count", str(gpu_count)))
+        if cloud:
+            query.append(("cloud", cloud))
+        return (self.request("listGpuTypes", "GET", "/v2/catalog/gpus", query=query or None) or {}).get("gpus") or []
+
+    def list_data_centers(self, gpu_availability=False) -> list:
+        query = [("include", "GPU_AVAILABILITY")] if gpu_availability else None
+        result = self.request("listDataCenters", "GET", "/v2/catalog/datacenters", query=query) or {}
+        return result.get("dataCenters") or []
+
+    def billing(self, resource, start_time=None, end_time=None, bucket_size=None, last_n=None, resource_id=None):
+        """``resource`` is ``pods`` or ``network-volumes``; returns ``{records, metadata}``."""
+        id_param = {"pods": "podId", "network-volumes": "networkVolumeId"}[resource]
+        operation = {"pods": "listPodBilling", "network-volumes": "listNetworkVolumeBilling"}[resource]
+        query = [
+            ("startTime", start_time),
+            ("endTime", end_time),
+            ("bucketSize", bucket_size),
+            ("lastN", None if last_n is None else str(last_n)),
+            (id_param, resource_id),
+        ]
+        return self.request(operation, "GET", "/v2/billing/%s" % resource, query=query) or {}
+
+    # -- waits -------------------------------------------------------------------------------
+
+    def wait_for_pod(self, pod_id, statuses, timeout, fail_statuses=POD_FAILED_STATUSES, poll_cap=5.0):
+        """Poll a pod until its status is in ``statuses``; bounded by ``timeout`` seconds.
+
+        A pod that disappears (404) counts as TERMINATED. Raises RunPodWaitTimeout on timeout and
+        RunPodError if the pod lands in a failure status it was not waited for.
+        """
+        wanted = frozenset(statuses)
+        deadline = self._clock() + float(timeout)
+        attempt = 0
+        pod = None
+        while True:
+            pod = self.get_pod(pod_id)
+            status = (pod or {}).get("status") or "TERMINATED"
+            if status in wanted:
+                return pod
+            if status in fail_statuses:
+                raise RunPodError(
+                    "waitForPod",
+                    "GET",
+                    "/v2/pods/%s" % pod_id,
+                    None,
+                    title="pod %s is %s" % (pod_id, status),
+                    detail="waiting for %s" % "/".join(sorted(wanted)),
+                )
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                raise RunPodWaitTimeout(
+                    "pod %s still %s after %ss waiting for %s" % (pod_id, status, timeout, "/".join(sorted(wanted))),
+                    pod,
+                )
+            self._sleep(min(remaining, poll_cap, 0.25 * (2**attempt)))
+            attempt += 1
+
+    def wait_for_ssh(self, pod_id, timeout, poll_cap=5.0, probe_timeout=5.0):
+        """Wait until the pod is RUNNING, has ``ssh.direct`` and that port answers with an SSH banner.
+
+        Returns the pod as last read. Bounded by ``timeout`` seconds; on timeout raises
+        RunPodWaitTimeout whose message says which condition was still missing.
+        """
+        deadline = self._clock() + float(timeout)
+        attempt = 0
+        missing = "status RUNNING"
+        while True:
+            pod = self.get_pod(pod_id)
+            status = (pod or {}).get("status") or "TERMINATED"
+            if status in POD_FAILED_STATUSES:
+                raise RunPodError(
+                    "waitForSsh",
+                    "GET",
+                    "/v2/pods/%s" % pod_id,
+                    None,
+                    title="pod %s is %s" % (pod_id, status),
+                    detail="waiting for RUNNING with a reachable SSH endpoint",
+                )
+            if status == "RUNNING":
+                endpoint = pod_ssh_endpoint(pod)
+                if endpoint is None:
+                    missing = "an ssh.direct endpoint (is 22/tcp in ports?)"
+                else:
+                    remaining = max(0.5, min(probe_timeout, deadline - self._clock()))
+                    if probe_ssh_banner(endpoint[0], endpoint[1], remaining):
+                        return pod
+                    missing = "an SSH banner from %s:%s" % (endpoint[0], endpoint[1])
+            else:
+                missing = "status RUNNING (now %s)" % status
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                raise RunPodWaitTimeout(
+                    "pod %s not ready for SSH after %ss: still waiting for %s" % (pod_id, timeout, missing), pod
+                )
+            self._sleep(min(remaining, poll_cap, 0.25 * (2**attempt)))
+            attempt += 1

@@ -1,0 +1,96 @@
+# -*- coding: utf-8 -*-
+# Copyright: trainops.gpu maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The base every RunPod module subclasses, in the manner of hetzner.hcloud's ``_base.py``.
+
+It builds the API client from the shared options, keeps the result, marks ``changed`` and turns
+every API error and wait timeout into one failure shape: ``msg`` naming the call, status, title,
+detail and errors, plus ``api_error`` with the same fields, plus whatever the module already knows
+(for example the id of a pod it created before a wait ran out).
+"""
+
+from __future__ import annotations
+
+from ansible.module_utils.basic import AnsibleModule, env_fallback
+
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
+    API_KEY_ENV,
+    API_URL_ENV,
+    DEFAULT_API_URL,
+    RunPodClient,
+    RunPodError,
+    RunPodWaitTimeout,
+    check_api_url,
+)
+
+
+def runpod_argument_spec() -> dict:
+    """The options documented in the trainops.gpu.runpod doc fragment."""
+    return dict(
+        api_key=dict(type="str", required=True, no_log=True, fallback=(env_fallback, [API_KEY_ENV])),
+        api_url=dict(type="str", default=DEFAULT_API_URL, fallback=(env_fallback, [API_URL_ENV])),
+        api_timeout=dict(type="int", default=30),
+        api_retries=dict(type="int", default=5),
+        validate_certs=dict(type="bool", default=True),
+    )
+
+
+class RunPodModule(object):
+    """Shared plumbing: client, result, failure shape. Subclasses implement ``run()``."""
+
+    # Name of the result key holding the module's resource (``pod``, ``network_volume``...).
+    represent = "resource"
+
+    def __init__(self, module: AnsibleModule):
+        self.module = module
+        self.result = {"changed": False}
+        self.client = self._build_client()
+
+    @classmethod
+    def build_module(cls, argument_spec, **kwargs) -> AnsibleModule:
+        spec = runpod_argument_spec()
+        spec.update(argument_spec)
+        return AnsibleModule(argument_spec=spec, **kwargs)
+
+    def _build_client(self) -> RunPodClient:
+        params = self.module.params
+        if params["api_timeout"] < 1:
+            self.module.fail_json(msg="api_timeout must be at least 1 second, got %s" % params["api_timeout"])
+        if params["api_retries"] < 0:
+            self.module.fail_json(msg="api_retries must not be negative, got %s" % params["api_retries"])
+        try:
+            check_api_url(params["api_url"])
+            return RunPodClient(
+                api_key=params["api_key"],
+                api_url=params["api_url"],
+                timeout=params["api_timeout"],
+                max_retries=params["api_retries"],
+                validate_certs=params["validate_certs"],
+            )
+        except ValueError as exc:
+            self.module.fail_json(msg=str(exc))
+
+    def mark_changed(self) -> None:
+        self.result["changed"] = True
+
+    def fail(self, msg, **extra) -> None:
+        result = dict(self.result)
+        result.update(extra)
+        self.module.fail_json(msg=msg, **result)
+
+    def fail_api(self, error: RunPodError, context=None, **extra) -> None:
+        msg = error.message if not context else "%s: %s" % (context, error.message)
+        self.fail(msg, api_error=error.to_dict(), **extra)
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+    def execute(self) -> None:
+        """Run the module and exit with one result shape for success and for every failure."""
+        try:
+            self.run()
+        except RunPodError as exc:
+            self.fail_api(exc)
+        except RunPodWaitTimeout as exc:
+            self.fail(str(exc))
+        self.module.exit_json(**self.result)

@@ -1,0 +1,105 @@
+# -*- coding: utf-8 -*-
+# Copyright: trainops.gpu maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Pure helpers over RunPod API dicts: the shapes modules return, pod names, SSH key lines."""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod import pod_ssh_endpoint
+
+DEFAULT_NAME_PREFIX = "trainops"
+
+# authorized_keys-style line, as UpdateSshKeysRequest accepts it: <type> <base64-key> [comment].
+SSH_KEY_PATTERN = re.compile(r"^(ssh|ecdsa|sk)-[^\s]+ [^\s]+([ \t][^\n\r]*)?$")
+
+
+def pod_summary(pod) -> dict:
+    """The snake_case view of a pod that modules return.
+
+    Environment variable values are left out on purpose (they may hold secrets): only their names.
+    """
+    if not pod:
+        return {}
+    gpu = pod.get("gpu") or {}
+    cpu = pod.get("cpu") or {}
+    mounts = pod.get("mounts") or {}
+    persistent = mounts.get("persistent") or None
+    network = (mounts.get("network") or [None])[0]
+    endpoint = pod_ssh_endpoint(pod)
+    direct = ((pod.get("ssh") or {}).get("direct")) or {}
+    return {
+        "id": pod.get("id"),
+        "name": pod.get("name"),
+        "status": pod.get("status"),
+        "actions": list(pod.get("actions") or []),
+        "image": pod.get("image"),
+        "gpu_type": gpu.get("id"),
+        "gpu_count": gpu.get("count") if gpu else None,
+        "cpu_flavor": cpu.get("id"),
+        "vcpu_count": cpu.get("vcpuCount"),
+        "cloud": pod.get("cloud"),
+        "data_center_id": pod.get("dataCenterId"),
+        "cuda_version": pod.get("cudaVersion"),
+        "container_disk": pod.get("disk"),
+        "ports": list(pod.get("ports") or []),
+        "env_keys": sorted((pod.get("env") or {}).keys()),
+        "persistent_volume": dict(size=persistent.get("size"), path=persistent.get("path")) if persistent else None,
+        "network_volume": dict(id=network.get("volumeId"), path=network.get("path")) if network else None,
+        "ssh_host": endpoint[0] if endpoint else None,
+        "ssh_port": endpoint[1] if endpoint else None,
+        "ssh_user": endpoint[2] if endpoint else None,
+        "ssh_command": direct.get("command"),
+        "cost_per_hr": pod.get("cost"),
+        "locked": pod.get("locked"),
+        "created_at": pod.get("createdAt"),
+        "started_at": pod.get("startedAt"),
+    }
+
+
+def volume_summary(volume) -> dict:
+    if not volume:
+        return {}
+    return {
+        "id": volume.get("id"),
+        "name": volume.get("name"),
+        "size": volume.get("size"),
+        "data_center": volume.get("dataCenter"),
+        "type": volume.get("type"),
+    }
+
+
+def live_pods_named(pods, name) -> list:
+    """Pods with exactly this name that still exist (TERMINATED ones are history, not matches)."""
+    return [pod for pod in pods if pod.get("name") == name and pod.get("status") != "TERMINATED"]
+
+
+def parse_pod_name(name, prefix=DEFAULT_NAME_PREFIX):
+    """Split ``<prefix>-<run_id>-<role>`` into ``(run_id, role)``; None for names of another shape.
+
+    The role is the last dash-separated part, so a run id may itself contain dashes.
+    """
+    if not name or not prefix:
+        return None
+    lead = prefix + "-"
+    if not name.startswith(lead):
+        return None
+    rest = name[len(lead) :]
+    if "-" not in rest:
+        return None
+    run_id, role = rest.rsplit("-", 1)
+    if not run_id or not role:
+        return None
+    return run_id, role
+
+
+def ssh_key_identity(line):
+    """``(type, base64)`` of an authorized_keys line, the part that identifies a key; None if invalid."""
+    if not isinstance(line, str):
+        return None
+    text = line.strip()
+    if not SSH_KEY_PATTERN.match(text):
+        return None
+    parts = text.split(None, 2)
+    return parts[0], parts[1]

@@ -1,0 +1,13 @@
+# -*- coding: utf-8 -*-
+# Copyright: trainops.gpu maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The collection version, for the User-Agent.
+
+galaxy.yml is the one source of truth. Modules run as AnsiballZ payloads that cannot read
+galaxy.yml, so this constant mirrors it: `make runpod-version` rewrites it from galaxy.yml and
+tests/unit/plugins/module_utils/test_version.py fails whenever the two differ.
+"""
+
+from __future__ import annotations
+
+COLLECTION_VERSION = "0.1.0"

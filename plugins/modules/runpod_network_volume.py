@@ -1,0 +1,276 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: trainops.gpu maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: runpod_network_volume
+short_description: Create, grow and delete RunPod network volumes
+version_added: 0.1.0
+description:
+  - Manages one RunPod network volume. A network volume survives pod termination, lives in one data
+    center and attaches only to pods created in that data center.
+  - A volume is found by O(id), or by exact O(name) (within O(data_center) when given). Names are not
+    unique; several matches are an error that lists their ids.
+  - Sizes only grow. A smaller O(size) than the volume has is reported as a warning and changes nothing.
+  - The data center and the storage type are fixed at create; asking for other ones is an error.
+author:
+  - trainops.gpu maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - trainops.gpu.runpod
+  - trainops.gpu.runpod.attributes_action_group
+attributes:
+  check_mode:
+    support: full
+    details: Reads the API (including the catalog validation) but never sends a mutating request.
+  diff_mode:
+    support: full
+  platform:
+    support: full
+    platforms: all
+options:
+  id:
+    description:
+      - Id of the volume. With O(name) as well, the volume is renamed.
+    type: str
+  name:
+    description:
+      - Name of the volume. Required to create one.
+    type: str
+  data_center:
+    description:
+      - Data center of the volume, for example V(EU-RO-1). Required to create one; fixed afterwards.
+    type: str
+  size:
+    description:
+      - Size in GB, 10 to 4096. Required to create a volume; an existing volume grows to it.
+    type: int
+  type:
+    description:
+      - Storage tier. When not set at create, the data center's default tier is used. Fixed afterwards.
+    type: str
+    choices: [STANDARD, HIGH_PERFORMANCE]
+  state:
+    description:
+      - V(present) makes sure the volume exists with at least O(size) GB.
+      - V(absent) deletes it, with all its data. A volume already gone is not an error.
+    type: str
+    choices: [present, absent]
+    default: present
+seealso:
+  - module: trainops.gpu.runpod_network_volume_info
+  - module: trainops.gpu.runpod_pod
+"""
+
+EXAMPLES = r"""
+- name: A volume for checkpoints next to the GPUs
+  trainops.gpu.runpod_network_volume:
+    name: trainops-run42-ckpt
+    data_center: EU-RO-1
+    size: 100
+  register: volume
+
+- name: Grow it
+  trainops.gpu.runpod_network_volume:
+    id: "{{ volume.network_volume.id }}"
+    size: 200
+
+- name: Delete it (all data is lost)
+  trainops.gpu.runpod_network_volume:
+    id: "{{ volume.network_volume.id }}"
+    state: absent
+"""
+
+RETURN = r"""
+network_volume:
+  description: The volume as last read from the API; empty when it would be created in check mode or never existed.
+  returned: always
+  type: dict
+  contains:
+    id:
+      description: Volume id.
+      type: str
+      sample: agv6w2qcg7
+    name:
+      description: Volume name.
+      type: str
+      sample: trainops-run42-ckpt
+    size:
+      description: Size in GB.
+      type: int
+      sample: 100
+    data_center:
+      description: Data center the volume lives in.
+      type: str
+      sample: EU-RO-1
+    type:
+      description: Storage tier.
+      type: str
+      sample: STANDARD
+created:
+  description: Whether this run created the volume.
+  returned: always
+  type: bool
+"""
+
+import time
+
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod import RunPodError, backoff_delay
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_base import RunPodModule
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import volume_summary
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_validate import validate_volume_request
+
+
+def volumes_named(volumes, name, data_center=None) -> list:
+    return [v for v in volumes if v.get("name") == name and (not data_center or v.get("dataCenter") == data_center)]
+
+
+class RunPodNetworkVolume(RunPodModule):
+    represent = "network_volume"
+
+    def __init__(self, module):
+        super(RunPodNetworkVolume, self).__init__(module)
+        self.params = module.params
+        self.result.update(network_volume={}, created=False)
+
+    def find(self):
+        p = self.params
+        if p["id"]:
+            return self.client.get_network_volume(p["id"])
+        matches = volumes_named(self.client.list_network_volumes(), p["name"], p["data_center"])
+        if len(matches) > 1:
+            ids = sorted(v.get("id") for v in matches)
+            self.fail(
+                "%d network volumes are named %r (ids: %s); give id or data_center to pick one"
+                % (len(matches), p["name"], ", ".join(ids)),
+                network_volume_ids=ids,
+            )
+        return matches[0] if matches else None
+
+    def create(self):
+        p = self.params
+        if not p["name"]:
+            self.fail("no network volume with id %s exists; to create one give name, data_center and size" % p["id"])
+        problems = validate_volume_request(p["size"], p["data_center"], p["type"], self.client.list_data_centers())
+        if problems:
+            self.fail(
+                "cannot create network volume %r: %s. Nothing was created." % (p["name"], "; ".join(problems)),
+                problems=problems,
+            )
+        body = {"name": p["name"], "size": p["size"], "dataCenter": p["data_center"]}
+        if p["type"]:
+            body["type"] = p["type"]
+        self.mark_changed()
+        self.result["created"] = True
+        if self.module._diff:
+            self.result["diff"] = {"before": {}, "after": volume_summary(body) or dict(name=p["name"])}
+            self.result["diff"]["after"].update(data_center=p["data_center"])
+        if self.module.check_mode:
+            return None
+        return self.create_reconciled(body)
+
+    def create_reconciled(self, body):
+        """POST once; after an ambiguous failure adopt the volume if it exists, else re-send."""
+        attempt = 0
+        while True:
+            try:
+                return self.client.create_network_volume(body)
+            except RunPodError as exc:
+                if not exc.ambiguous:
+                    raise
+                failure = exc
+            matches = volumes_named(self.client.list_network_volumes(), body["name"], body["dataCenter"])
+            if len(matches) == 1:
+                self.module.warn(
+                    "createNetworkVolume for %r failed (%s) but the volume exists: adopted %s"
+                    % (body["name"], failure.status or "no response", matches[0].get("id"))
+                )
+                return matches[0]
+            if len(matches) > 1:
+                ids = sorted(v.get("id") for v in matches)
+                self.fail(
+                    "after a failed create, %d network volumes are named %r (ids: %s)"
+                    % (len(matches), body["name"], ", ".join(ids)),
+                    network_volume_ids=ids,
+                )
+            attempt += 1
+            if attempt > self.params["api_retries"]:
+                self.fail_api(failure, context="creating network volume %r (none of that name exists)" % body["name"])
+            time.sleep(backoff_delay(attempt - 1))
+
+    def update(self, volume):
+        p = self.params
+        problems = []
+        if p["data_center"] and p["data_center"] != volume.get("dataCenter"):
+            problems.append("data_center is %s, not %s" % (volume.get("dataCenter"), p["data_center"]))
+        if p["type"] and p["type"] != volume.get("type"):
+            problems.append("type is %s, not %s" % (volume.get("type"), p["type"]))
+        if problems:
+            self.fail(
+                "network volume %s (%s) cannot be changed: %s. Both are fixed at create."
+                % (volume.get("id"), volume.get("name"), "; ".join(problems)),
+                network_volume=volume_summary(volume),
+            )
+        patch = {}
+        current_size = volume.get("size") or 0
+        if p["size"] is not None:
+            if p["size"] > 4096:
+                self.fail("size %s GB is out of range: 10..4096" % p["size"], network_volume=volume_summary(volume))
+            if p["size"] > current_size:
+                patch["size"] = p["size"]
+            elif p["size"] < current_size:
+                self.module.warn(
+                    "network volume %s has %s GB; it cannot shrink to %s GB, so it is left as it is"
+                    % (volume.get("id"), current_size, p["size"])
+                )
+        if p["id"] and p["name"] and p["name"] != volume.get("name"):
+            patch["name"] = p["name"]
+        if not patch:
+            return volume
+        self.mark_changed()
+        if self.module._diff:
+            before = volume_summary(volume)
+            self.result["diff"] = {"before": before, "after": dict(before, **patch)}
+        if self.module.check_mode:
+            return volume
+        return self.client.update_network_volume(volume["id"], patch) or self.client.get_network_volume(volume["id"])
+
+    def run(self):
+        volume = self.find()
+        if self.params["state"] == "absent":
+            if volume is None:
+                return
+            self.mark_changed()
+            self.result["network_volume"] = volume_summary(volume)
+            if self.module._diff:
+                self.result["diff"] = {"before": volume_summary(volume), "after": {}}
+            if not self.module.check_mode:
+                self.client.delete_network_volume(volume["id"])
+            return
+        volume = self.create() if volume is None else self.update(volume)
+        if volume:
+            self.result["network_volume"] = volume_summary(volume)
+
+
+def main():
+    module = RunPodNetworkVolume.build_module(
+        argument_spec=dict(
+            id=dict(type="str"),
+            name=dict(type="str"),
+            data_center=dict(type="str"),
+            size=dict(type="int"),
+            type=dict(type="str", choices=["STANDARD", "HIGH_PERFORMANCE"]),
+            state=dict(type="str", default="present", choices=["present", "absent"]),
+        ),
+        required_one_of=[("id", "name")],
+        supports_check_mode=True,
+    )
+    RunPodNetworkVolume(module).execute()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,739 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: trainops.gpu maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: runpod_pod
+short_description: Create, start, stop, restart and terminate RunPod pods
+version_added: 0.1.0
+description:
+  - Manages one RunPod pod through the RunPod REST API v2.
+  - A pod is found by O(id), or by its exact O(name). RunPod does not keep names unique; when several
+    live pods share the name the module fails and lists their ids rather than guess.
+  - Every create request is validated against the catalog first (GPU type, GPU count, data centers, the
+    network volume's data center, sizes); a request that cannot succeed fails before anything is created.
+  - A create that fails with a server error or a dropped connection may still have created the pod. The
+    module then looks the name up again and adopts the pod it finds; it re-sends the create only when no
+    such pod exists, so a retry never leaves a duplicate behind.
+author:
+  - trainops.gpu maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - trainops.gpu.runpod
+  - trainops.gpu.runpod.attributes_action_group
+attributes:
+  check_mode:
+    support: full
+    details: Reads the API (including the catalog validation) but never sends a mutating request.
+  diff_mode:
+    support: full
+  platform:
+    support: full
+    platforms: all
+options:
+  id:
+    description:
+      - Id of the pod. Takes precedence over O(name) for finding the pod; with both set, O(name) renames it.
+      - Ids are assigned by RunPod, so creating a pod needs O(name).
+    type: str
+  name:
+    description:
+      - Exact name of the pod. Pods of this collection are named C(<prefix>-<run_id>-<role>).
+    type: str
+  state:
+    description:
+      - V(present) makes sure the pod exists. A new pod starts running; an existing pod keeps its run state.
+      - V(running) makes sure the pod exists and runs, starting it when it is stopped (C(EXITED)) or in C(ERROR).
+      - V(stopped) makes sure an existing pod is stopped (C(EXITED)). Its container disk is wiped; storage
+        keeps billing. Fails when the pod does not exist.
+      - V(restarted) restarts a running pod, or starts a stopped one. Always reports a change. Fails when
+        the pod does not exist.
+      - V(absent) terminates the pod. Irreversible. A pod that is already gone is not an error.
+      - With O(wait), V(present), V(running) and V(restarted) return once the pod is C(RUNNING) and its
+        direct SSH endpoint answers with an SSH banner (C(RUNNING) alone is not ready); V(stopped) once it
+        is C(EXITED); V(absent) once it is gone.
+    type: str
+    choices: [present, running, stopped, restarted, absent]
+    default: present
+  image:
+    description:
+      - Container image. Required to create a pod; changing it on an existing pod updates the pod.
+    type: str
+  gpu_type:
+    description:
+      - GPU type id from the catalog (see M(trainops.gpu.runpod_catalog_info)), for example
+        V(NVIDIA GeForce RTX 4090). Fixed at create.
+    type: str
+  gpu_count:
+    description:
+      - Number of GPUs, 1 up to the catalog's ceiling for the GPU type and cloud. Fixed at create.
+      - Defaults to 1 when a GPU pod is created.
+    type: int
+  cpu_flavor:
+    description:
+      - CPU flavor id for a CPU-only pod, instead of O(gpu_type). Fixed at create.
+    type: str
+  vcpu_count:
+    description:
+      - Number of vCPUs of a CPU pod, a power of two of at least 2. Required with O(cpu_flavor).
+    type: int
+  cloud:
+    description:
+      - Cloud tier. RunPod uses V(SECURE) when it is not set. Fixed at create.
+    type: str
+    choices: [SECURE, COMMUNITY]
+  data_center_ids:
+    description:
+      - Data centers the pod may be placed in, in order of preference. Empty lets RunPod choose.
+      - With O(network_volume_id) and no data centers given, the pod is placed in the volume's data
+        center, the only one the volume attaches in.
+      - For an existing pod, a pod placed outside this list is an error (placement is fixed at create).
+    type: list
+    elements: str
+  allowed_cuda_versions:
+    description:
+      - Acceptable CUDA versions of the host, as C(major.minor). Mutually exclusive with O(min_cuda_version).
+    type: list
+    elements: str
+  min_cuda_version:
+    description:
+      - Lowest acceptable CUDA version of the host, as C(major.minor).
+    type: str
+  container_disk:
+    description:
+      - Container disk in GB. Ephemeral; wiped on every stop and restart.
+    type: int
+  persistent_volume_size:
+    description:
+      - Size in GB (at least 10) of a persistent volume on the pod's host. It survives stop and dies with
+        the pod. Mutually exclusive with O(network_volume_id). Fixed at create.
+    type: int
+  persistent_volume_path:
+    description:
+      - Mount path of the persistent volume.
+    type: str
+    default: /workspace
+  network_volume_id:
+    description:
+      - Id of a network volume to mount. It must live in one of O(data_center_ids). Fixed at create.
+    type: str
+  network_volume_path:
+    description:
+      - Mount path of the network volume.
+    type: str
+    default: /workspace
+  ports:
+    description:
+      - Exposed ports as C(port/protocol). V(22/tcp) gives the pod a direct SSH endpoint.
+      - Defaults to V(22/tcp) when a pod is created.
+    type: list
+    elements: str
+  env:
+    description:
+      - Environment variables of the container. Keys not listed here are kept.
+      - Visible to the container's entry point only, not in SSH sessions.
+      - Values are shown in logs; put secrets in O(secret_env).
+    type: dict
+  secret_env:
+    description:
+      - Environment variables whose values are secrets. Merged into O(env); never logged.
+      - The values reach the pod's environment, so prefer keys scoped to the pod.
+    type: dict
+  start_ssh:
+    description:
+      - Create the pod with the account's registered SSH keys (see M(trainops.gpu.runpod_ssh_key)).
+    type: bool
+    default: true
+  wait:
+    description:
+      - Wait for the state to be reached (see O(state)). Bounded by O(wait_timeout).
+      - When the wait times out the module fails and reports the pod's id and last known state, so a pod it
+        created is never left billing unseen.
+    type: bool
+    default: true
+  wait_timeout:
+    description:
+      - How long to wait, in seconds.
+    type: int
+    default: 600
+seealso:
+  - module: trainops.gpu.runpod_pod_info
+  - module: trainops.gpu.runpod_ssh_key
+  - module: trainops.gpu.runpod_catalog_info
+"""
+
+EXAMPLES = r"""
+- name: Create a training pod and wait until SSH answers
+  trainops.gpu.runpod_pod:
+    name: trainops-run42-trainer
+    image: runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404
+    gpu_type: NVIDIA GeForce RTX 4090
+    gpu_count: 1
+    data_center_ids: [EU-RO-1]
+    network_volume_id: "{{ volume.network_volume.id }}"
+    env:
+      RUN_ID: run42
+    secret_env:
+      HF_TOKEN: "{{ vault_hf_token }}"
+    wait_timeout: 900
+  register: trainer
+
+- name: Connect to it
+  ansible.builtin.debug:
+    msg: "ssh -p {{ trainer.pod.ssh_port }} {{ trainer.pod.ssh_user }}@{{ trainer.pod.ssh_host }}"
+
+- name: Stop it (storage keeps billing)
+  trainops.gpu.runpod_pod:
+    id: "{{ trainer.pod.id }}"
+    state: stopped
+
+- name: Start it again; the SSH port changes on every start
+  trainops.gpu.runpod_pod:
+    id: "{{ trainer.pod.id }}"
+    state: running
+
+- name: Set the API key once for every RunPod module
+  module_defaults:
+    group/trainops.gpu.runpod:
+      api_key: "{{ vault_runpod_api_key }}"
+  block:
+    - name: Terminate the pod
+      trainops.gpu.runpod_pod:
+        name: trainops-run42-trainer
+        state: absent
+"""
+
+RETURN = r"""
+pod:
+  description:
+    - The pod as last read from the API. Empty when the pod would be created in check mode, or never existed.
+    - Environment variable values are not returned, only their names.
+  returned: always
+  type: dict
+  contains:
+    id:
+      description: Pod id.
+      type: str
+      sample: pod_abc123
+    name:
+      description: Pod name.
+      type: str
+      sample: trainops-run42-trainer
+    status:
+      description: C(PROVISIONING), C(STARTING), C(RUNNING), C(EXITED), C(ERROR) or C(TERMINATED).
+      type: str
+      sample: RUNNING
+    actions:
+      description: Actions RunPod allows in the current status.
+      type: list
+      elements: str
+      sample: [stop, restart, terminate]
+    image:
+      description: Container image.
+      type: str
+    gpu_type:
+      description: GPU type id; null for a CPU pod.
+      type: str
+    gpu_count:
+      description: Number of GPUs; null for a CPU pod.
+      type: int
+    cpu_flavor:
+      description: CPU flavor id of a CPU pod.
+      type: str
+    vcpu_count:
+      description: vCPUs of a CPU pod.
+      type: int
+    cloud:
+      description: Cloud tier.
+      type: str
+    data_center_id:
+      description: Data center the pod was placed in.
+      type: str
+    cuda_version:
+      description: CUDA version of the host, when known.
+      type: str
+    container_disk:
+      description: Container disk in GB.
+      type: int
+    ports:
+      description: Exposed ports.
+      type: list
+      elements: str
+    env_keys:
+      description: Names of the container's environment variables.
+      type: list
+      elements: str
+    persistent_volume:
+      description: Persistent volume (C(size), C(path)), or null.
+      type: dict
+    network_volume:
+      description: Mounted network volume (C(id), C(path)), or null.
+      type: dict
+    ssh_host:
+      description: Host of the direct SSH endpoint; null while the pod has none (provisioning, stopped).
+      type: str
+      sample: 203.0.113.7
+    ssh_port:
+      description: Port of the direct SSH endpoint. Changes on every start.
+      type: int
+      sample: 43122
+    ssh_user:
+      description: SSH user of the direct endpoint.
+      type: str
+      sample: root
+    ssh_command:
+      description: Ready-to-run ssh command line for the direct endpoint.
+      type: str
+    cost_per_hr:
+      description: Current cost in USD per hour.
+      type: float
+    locked:
+      description: Whether the pod is locked against stop and reset.
+      type: bool
+    created_at:
+      description: Creation time (RFC 3339).
+      type: str
+    started_at:
+      description: Last start time (RFC 3339), or null.
+      type: str
+created:
+  description: Whether this run created the pod.
+  returned: always
+  type: bool
+reconciled:
+  description:
+    - True when a create request failed without a usable answer and the pod it had created was found by name.
+  returned: always
+  type: bool
+"""
+
+import time
+
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod import RunPodError, RunPodWaitTimeout, backoff_delay
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_base import RunPodModule
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import live_pods_named, pod_summary
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_validate import validate_pod_body
+
+COMING_UP = ("PROVISIONING", "STARTING")
+STOPPED = ("EXITED", "ERROR")
+
+
+def action_took_effect(action, before, after) -> bool:
+    """Whether a pod action that failed ambiguously happened anyway, judged from the pod read back."""
+    if not after:
+        return action == "terminate"
+    status = after.get("status")
+    if action == "start":
+        return status not in STOPPED
+    if action == "stop":
+        return status == "EXITED"
+    if action == "restart":
+        return status in COMING_UP or after.get("startedAt") != (before or {}).get("startedAt")
+    return status == "TERMINATED"
+
+
+def comparable(pod) -> dict:
+    """The fields a diff shows."""
+    summary = pod_summary(pod)
+    keys = (
+        "id",
+        "name",
+        "status",
+        "image",
+        "gpu_type",
+        "gpu_count",
+        "cpu_flavor",
+        "vcpu_count",
+        "cloud",
+        "data_center_id",
+        "container_disk",
+        "ports",
+        "env_keys",
+        "persistent_volume",
+        "network_volume",
+    )
+    return dict((key, summary.get(key)) for key in keys) if summary else {}
+
+
+class RunPodPod(RunPodModule):
+    represent = "pod"
+
+    def __init__(self, module):
+        super(RunPodPod, self).__init__(module)
+        self.result.update(pod={}, created=False, reconciled=False)
+        self.params = module.params
+
+    # -- finding -----------------------------------------------------------------------------
+
+    def find(self):
+        pod_id, name = self.params["id"], self.params["name"]
+        if pod_id:
+            pod = self.client.get_pod(pod_id)
+            return None if not pod or pod.get("status") == "TERMINATED" else pod
+        matches = live_pods_named(self.client.list_pods(), name)
+        if len(matches) > 1:
+            ids = sorted(p.get("id") for p in matches)
+            self.fail(
+                "%d pods are named %r (ids: %s); RunPod names are not unique, so give id to pick one"
+                % (len(matches), name, ", ".join(ids)),
+                pod_ids=ids,
+            )
+        return matches[0] if matches else None
+
+    # -- create ------------------------------------------------------------------------------
+
+    def desired_env(self):
+        if self.params["env"] is None and self.params["secret_env"] is None:
+            return None
+        env = dict((str(k), str(v)) for k, v in (self.params["env"] or {}).items())
+        env.update((str(k), str(v)) for k, v in (self.params["secret_env"] or {}).items())
+        return env
+
+    def create_body(self) -> dict:
+        p = self.params
+        body = {"name": p["name"], "image": p["image"]}
+        if p["gpu_type"]:
+            gpu = {"id": p["gpu_type"], "count": p["gpu_count"] if p["gpu_count"] is not None else 1}
+            if p["allowed_cuda_versions"]:
+                gpu["allowedCudaVersions"] = list(p["allowed_cuda_versions"])
+            if p["min_cuda_version"]:
+                gpu["minCudaVersion"] = p["min_cuda_version"]
+            body["gpu"] = gpu
+        if p["cpu_flavor"]:
+            body["cpu"] = {"id": p["cpu_flavor"], "vcpuCount": p["vcpu_count"]}
+        if p["cloud"]:
+            body["cloud"] = p["cloud"]
+        if p["data_center_ids"]:
+            body["dataCenterIds"] = list(p["data_center_ids"])
+        if p["container_disk"] is not None:
+            body["disk"] = p["container_disk"]
+        if p["persistent_volume_size"] is not None:
+            body["mounts"] = {"persistent": {"size": p["persistent_volume_size"], "path": p["persistent_volume_path"]}}
+        if p["network_volume_id"]:
+            body["mounts"] = {"network": [{"volumeId": p["network_volume_id"], "path": p["network_volume_path"]}]}
+        body["ports"] = list(p["ports"]) if p["ports"] is not None else ["22/tcp"]
+        env = self.desired_env()
+        if env:
+            body["env"] = env
+        body["startSsh"] = p["start_ssh"]
+        return body
+
+    def validate(self, body):
+        """Check the body against the catalog; fail naming every problem before anything is created."""
+        p = self.params
+        missing = [opt for opt in ("name", "image") if not p[opt]]
+        if not p["gpu_type"] and not p["cpu_flavor"]:
+            missing.append("gpu_type or cpu_flavor")
+        if missing:
+            self.fail("cannot create a pod without %s" % ", ".join(missing))
+        gpu_types = self.client.list_gpu_types() if body.get("gpu") else []
+        data_centers = self.client.list_data_centers() if body.get("dataCenterIds") else []
+        volume = None
+        if p["network_volume_id"]:
+            volume = self.client.get_network_volume(p["network_volume_id"])
+            if volume and not body.get("dataCenterIds"):
+                # A network volume attaches only in its own data center: place the pod there.
+                body["dataCenterIds"] = [volume.get("dataCenter")]
+        problems = validate_pod_body(
+            body,
+            gpu_types,
+            data_centers,
+            network_volume=volume,
+            network_volume_missing=bool(p["network_volume_id"]) and volume is None,
+        )
+        if problems:
+            self.fail(
+                "cannot create pod %r: %s. Nothing was created." % (p["name"], "; ".join(problems)), problems=problems
+            )
+
+    def create(self):
+        body = self.create_body()
+        self.validate(body)
+        self.mark_changed()
+        self.result["created"] = True
+        if self.module._diff:
+            after = dict(
+                name=body["name"],
+                image=body["image"],
+                status="RUNNING",
+                ports=body["ports"],
+                env_keys=sorted((body.get("env") or {}).keys()),
+            )
+            self.result["diff"] = {"before": {}, "after": after}
+        if self.module.check_mode:
+            return None
+        pod = self.create_reconciled(body)
+        self.result["pod"] = pod_summary(pod)
+        return pod
+
+    def create_reconciled(self, body):
+        """POST the create once; after an ambiguous failure, adopt the pod if it exists, else re-send."""
+        name = body["name"]
+        attempt = 0
+        while True:
+            try:
+                return self.client.create_pod(body)
+            except RunPodError as exc:
+                if not exc.ambiguous:
+                    raise
+                failure = exc
+            # The create may have happened although no answer said so: look the name up first.
+            matches = live_pods_named(self.client.list_pods(), name)
+            if len(matches) == 1:
+                self.result["reconciled"] = True
+                self.module.warn(
+                    "createPod for %r failed (%s) but the pod exists: adopted %s"
+                    % (name, failure.status or "no response", matches[0].get("id"))
+                )
+                return matches[0]
+            if len(matches) > 1:
+                ids = sorted(p.get("id") for p in matches)
+                self.fail(
+                    "after a failed create, %d pods are named %r (ids: %s); terminate the extra ones"
+                    % (len(matches), name, ", ".join(ids)),
+                    pod_ids=ids,
+                    api_error=failure.to_dict(),
+                )
+            attempt += 1
+            if attempt > self.params["api_retries"]:
+                self.fail_api(failure, context="creating pod %r (no pod of that name exists; nothing was left)" % name)
+            time.sleep(backoff_delay(attempt - 1))
+
+    # -- update ------------------------------------------------------------------------------
+
+    def check_immutable(self, pod):
+        p = self.params
+        gpu = pod.get("gpu") or {}
+        cpu = pod.get("cpu") or {}
+        network = ((pod.get("mounts") or {}).get("network") or [{}])[0]
+        persistent = (pod.get("mounts") or {}).get("persistent") or {}
+        checks = [
+            ("gpu_type", p["gpu_type"], gpu.get("id")),
+            ("gpu_count", p["gpu_count"], gpu.get("count")),
+            ("cpu_flavor", p["cpu_flavor"], cpu.get("id")),
+            ("vcpu_count", p["vcpu_count"], cpu.get("vcpuCount")),
+            ("cloud", p["cloud"], pod.get("cloud")),
+            ("network_volume_id", p["network_volume_id"], network.get("volumeId")),
+            ("persistent_volume_size", p["persistent_volume_size"], persistent.get("size")),
+        ]
+        problems = [
+            "%s is %r, not %r" % (opt, have, want) for opt, want, have in checks if want is not None and want != have
+        ]
+        placed = pod.get("dataCenterId")
+        if p["data_center_ids"] and placed and placed not in p["data_center_ids"]:
+            problems.append(
+                "the pod runs in data center %s, outside data_center_ids %s" % (placed, ", ".join(p["data_center_ids"]))
+            )
+        if problems:
+            self.fail(
+                "pod %s (%s) cannot be changed in place: %s. These are fixed at create; terminate the pod "
+                "and create it again to change them." % (pod.get("id"), pod.get("name"), "; ".join(problems)),
+                pod=pod_summary(pod),
+            )
+
+    def update(self, pod):
+        self.check_immutable(pod)
+        p = self.params
+        patch = {}
+        if p["id"] and p["name"] and p["name"] != pod.get("name"):
+            patch["name"] = p["name"]
+        if p["image"] and p["image"] != pod.get("image"):
+            patch["image"] = p["image"]
+        if p["container_disk"] is not None and p["container_disk"] != pod.get("disk"):
+            patch["disk"] = p["container_disk"]
+        if p["ports"] is not None and sorted(p["ports"]) != sorted(pod.get("ports") or []):
+            patch["ports"] = list(p["ports"])
+        wanted_env = self.desired_env()
+        current_env = dict(pod.get("env") or {})
+        if wanted_env is not None and any(current_env.get(k) != v for k, v in wanted_env.items()):
+            merged = dict(current_env)
+            merged.update(wanted_env)
+            patch["env"] = merged
+        if not patch:
+            return pod
+        self.mark_changed()
+        if self.module._diff:
+            before = comparable(pod)
+            after = dict(before)
+            after.update(dict((k, v) for k, v in patch.items() if k != "env"))
+            if "disk" in patch:
+                after["container_disk"] = after.pop("disk")
+            if "env" in patch:
+                after["env_keys"] = sorted(patch["env"].keys())
+            self.result["diff"] = {"before": before, "after": after}
+        if self.module.check_mode:
+            return pod
+        return self.client.update_pod(pod["id"], patch) or self.client.get_pod(pod["id"])
+
+    # -- run state ---------------------------------------------------------------------------
+
+    def act(self, pod, action):
+        """Send a pod action; a failure without a clear answer is judged by reading the pod back."""
+        attempt = 0
+        while True:
+            try:
+                result = self.client.pod_action(pod["id"], action)
+                return result or self.client.get_pod(pod["id"])
+            except RunPodError as exc:
+                if not (exc.ambiguous or exc.status == 409):
+                    raise
+                failure = exc
+            after = self.client.get_pod(pod["id"])
+            if action_took_effect(action, pod, after):
+                return after
+            if failure.status == 409:
+                allowed = ", ".join((after or {}).get("actions") or []) or "none"
+                self.fail_api(
+                    failure,
+                    context="cannot %s pod %s in status %s (allowed now: %s)"
+                    % (action, pod["id"], (after or {}).get("status"), allowed),
+                    pod=pod_summary(after),
+                )
+            attempt += 1
+            if attempt > self.params["api_retries"]:
+                self.fail_api(failure, context="%s pod %s" % (action, pod["id"]), pod=pod_summary(after))
+            time.sleep(backoff_delay(attempt - 1))
+
+    def transition(self, pod, action, new_status):
+        self.mark_changed()
+        if self.module._diff:
+            before = comparable(pod)
+            self.result["diff"] = {"before": before, "after": dict(before, status=new_status)}
+        if self.module.check_mode:
+            return pod
+        return self.act(pod, action)
+
+    def ensure_state(self, pod, state):
+        status = pod.get("status")
+        if state == "running" and status in STOPPED:
+            return self.transition(pod, "start", "RUNNING")
+        if state == "stopped":
+            if status == "ERROR":
+                self.module.warn("pod %s is in ERROR; it is not running, so it is left as it is" % pod["id"])
+            elif status != "EXITED":
+                return self.transition(pod, "stop", "EXITED")
+        if state == "restarted":
+            if status == "RUNNING":
+                return self.transition(pod, "restart", "RUNNING")
+            if status in STOPPED:
+                return self.transition(pod, "start", "RUNNING")
+            self.module.warn("pod %s is %s: it is already starting, so it was not restarted" % (pod["id"], status))
+        return pod
+
+    # -- waits -------------------------------------------------------------------------------
+
+    def wait_ready(self, pod, state):
+        """Wait for the state's goal; on timeout fail with the pod's id and last known state."""
+        if self.module.check_mode or not self.params["wait"] or not pod:
+            return pod
+        timeout = self.params["wait_timeout"]
+        try:
+            if state == "stopped":
+                return self.client.wait_for_pod(pod["id"], ("EXITED", "ERROR"), timeout)
+            if state == "present" and pod.get("status") in STOPPED and not self.result["changed"]:
+                return pod
+            ports = pod.get("ports") or []
+            if "22/tcp" in ports:
+                return self.client.wait_for_ssh(pod["id"], timeout)
+            return self.client.wait_for_pod(pod["id"], ("RUNNING",), timeout)
+        except RunPodWaitTimeout as exc:
+            last = exc.resource or pod
+            created = " It was created by this task and is billing;" if self.result["created"] else ""
+            self.fail(
+                "%s.%s pod id %s: terminate it with state=absent or wait again." % (exc, created, pod["id"]),
+                pod=pod_summary(last),
+                pod_id=pod["id"],
+            )
+
+    def wait_gone(self, pod_id):
+        if self.module.check_mode or not self.params["wait"]:
+            return None
+        try:
+            return self.client.wait_for_pod(pod_id, ("TERMINATED",), self.params["wait_timeout"], fail_statuses=())
+        except RunPodWaitTimeout as exc:
+            self.fail("%s: the terminate was sent, the pod still exists" % exc, pod=pod_summary(exc.resource))
+
+    # -- main --------------------------------------------------------------------------------
+
+    def run(self):
+        state = self.params["state"]
+        pod = self.find()
+        if state == "absent":
+            self.terminate(pod)
+            return
+        if pod is None:
+            if self.params["id"] and not self.params["name"]:
+                self.fail("no pod with id %s exists; to create one give name (RunPod assigns ids)" % self.params["id"])
+            if state in ("stopped", "restarted"):
+                self.fail("state=%s needs an existing pod, and none named %r exists" % (state, self.params["name"]))
+            pod = self.create()
+        else:
+            pod = self.update(pod)
+            pod = self.ensure_state(pod, state)
+        pod = self.wait_ready(pod, state)
+        if pod:
+            self.result["pod"] = pod_summary(pod)
+
+    def terminate(self, pod):
+        if pod is None:
+            return
+        self.mark_changed()
+        if self.module._diff:
+            self.result["diff"] = {"before": comparable(pod), "after": {}}
+        self.result["pod"] = pod_summary(pod)
+        if self.module.check_mode:
+            return
+        self.client.delete_pod(pod["id"])
+        # Read the final state back, so the result says what RunPod says, not what we hoped.
+        final = self.wait_gone(pod["id"])
+        after = self.client.get_pod(pod["id"]) if final is None else final
+        summary = pod_summary(after) if after else dict(self.result["pod"])
+        summary["status"] = (after or {}).get("status") or "TERMINATED"
+        self.result["pod"] = summary
+
+
+def main():
+    module = RunPodPod.build_module(
+        argument_spec=dict(
+            id=dict(type="str"),
+            name=dict(type="str"),
+            state=dict(type="str", default="present", choices=["present", "running", "stopped", "restarted", "absent"]),
+            image=dict(type="str"),
+            gpu_type=dict(type="str"),
+            gpu_count=dict(type="int"),
+            cpu_flavor=dict(type="str"),
+            vcpu_count=dict(type="int"),
+            cloud=dict(type="str", choices=["SECURE", "COMMUNITY"]),
+            data_center_ids=dict(type="list", elements="str"),
+            allowed_cuda_versions=dict(type="list", elements="str"),
+            min_cuda_version=dict(type="str"),
+            container_disk=dict(type="int"),
+            persistent_volume_size=dict(type="int"),
+            persistent_volume_path=dict(type="str", default="/workspace"),
+            network_volume_id=dict(type="str"),
+            network_volume_path=dict(type="str", default="/workspace"),
+            ports=dict(type="list", elements="str"),
+            env=dict(type="dict"),
+            secret_env=dict(type="dict", no_log=True),
+            start_ssh=dict(type="bool", default=True),
+            wait=dict(type="bool", default=True),
+            wait_timeout=dict(type="int", default=600),
+        ),
+        required_one_of=[("id", "name")],
+        mutually_exclusive=[
+            ("gpu_type", "cpu_flavor"),
+            ("persistent_volume_size", "network_volume_id"),
+            ("allowed_cuda_versions", "min_cuda_version"),
+        ],
+        required_by={"cpu_flavor": "vcpu_count"},
+        supports_check_mode=True,
+    )
+    RunPodPod(module).execute()
+
+
+if __name__ == "__main__":
+    main()
