@@ -276,7 +276,7 @@ pod:
     ssh_host:
       description: Host of the direct SSH endpoint; null while the pod has none (provisioning, stopped).
       type: str
-      sample: 203.0.113.7
+      sample: 127.0.0.1
     ssh_port:
       description: Port of the direct SSH endpoint. Changes on every start.
       type: int

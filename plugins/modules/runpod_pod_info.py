@@ -75,7 +75,7 @@ pods:
     - id: pod_abc123
       name: trainops-run42-trainer
       status: RUNNING
-      ssh_host: 203.0.113.7
+      ssh_host: 127.0.0.1
       ssh_port: 43122
 """
 
