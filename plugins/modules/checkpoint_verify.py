@@ -1,0 +1,388 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: trainops.gpu maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: checkpoint_verify
+short_description: Verify trainops checkpoints on the target host and find the newest valid one
+version_added: 0.1.0
+description:
+  - Verifies one checkpoint directory (C(step-NNNNNNNN)) or a checkpoint root holding several, following
+    the trainops checkpoint format (see docs/checkpoints.md). For each checkpoint it checks that
+    C(SHA256SUMS) and C(manifest.json) are present and well formed, that they list the same files, that
+    no unlisted file is present, and the size and sha256 of every file.
+  - For a root it also checks the manifest chain (each manifest names the sha256 of its predecessor's
+    manifest, when that predecessor is still present) and reports the newest valid checkpoint, the
+    corrupt ones with the reasons, leftover temporary directories of interrupted saves, and the
+    checkpoints already moved aside.
+  - With O(load=true) the newest valid checkpoint is also loaded with C(torch.load(weights_only=True)) in a
+    separate Python process with a timeout; a checkpoint that verifies but does not load counts as
+    corrupt and the next newest is tried.
+  - With O(quarantine=true) corrupt checkpoints are renamed aside (C(step-NNNNNNNN.corrupt-<UTC time>)),
+    never deleted. Temporary directories are only reported, never moved, since a save may be in progress.
+  - The same format definition is used by the reference trainer that writes the checkpoints.
+author:
+  - trainops.gpu maintainers (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - In check mode nothing is moved; RV(quarantined) lists what would be moved, and C(changed) says
+        whether anything would be.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  path:
+    description:
+      - A checkpoint directory (named C(step-NNNNNNNN), or holding C(SHA256SUMS) or C(manifest.json)), or a
+        checkpoint root that holds checkpoint directories (usually C(<durable>/trainops/<run_id>/ckpt)).
+    type: path
+    required: true
+  load:
+    description:
+      - Also load the newest valid checkpoint's files with C(torch.load(weights_only=True)), in a subprocess
+        of O(python) bounded by O(load_timeout). Needs torch on the target host.
+    type: bool
+    default: false
+  load_timeout:
+    description:
+      - Seconds the load of one checkpoint may take before the subprocess is killed and the module fails.
+    type: int
+    default: 300
+  python:
+    description:
+      - Python interpreter (with torch) used for O(load). Defaults to the interpreter running this module.
+    type: path
+  quarantine:
+    description:
+      - Move corrupt checkpoints aside (renamed, never deleted). Off by default so that verification alone
+        never changes anything.
+    type: bool
+    default: false
+  require_valid:
+    description:
+      - Fail when no valid checkpoint is found (for a single checkpoint, when it is not valid).
+    type: bool
+    default: false
+notes:
+  - Reads every file of every checkpoint under a root in full, streaming through a fixed buffer.
+seealso:
+  - name: trainops checkpoint format
+    description: Layout, SHA256SUMS and manifest schema (docs/checkpoints.md in the collection).
+    link: https://example.invalid/trainops/gpu/docs/checkpoints.md
+"""
+
+EXAMPLES = r"""
+- name: Verify every checkpoint of a run and find the newest valid one
+  trainops.gpu.checkpoint_verify:
+    path: /workspace/trainops/run42/ckpt
+  register: ckpt
+
+- name: Before teardown, the newest checkpoint must verify and load
+  trainops.gpu.checkpoint_verify:
+    path: /workspace/trainops/run42/ckpt
+    load: true
+    load_timeout: 600
+    python: /workspace/venv/bin/python
+    require_valid: true
+
+- name: Move corrupt checkpoints aside so the trainer does not meet them again
+  trainops.gpu.checkpoint_verify:
+    path: /workspace/trainops/run42/ckpt
+    quarantine: true
+
+- name: Verify a single checkpoint pulled to the controller
+  trainops.gpu.checkpoint_verify:
+    path: "{{ playbook_dir }}/runs/run42/ckpt/step-00001200"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+kind:
+  description: Whether O(path) was treated as one checkpoint or as a root of checkpoints.
+  returned: always
+  type: str
+  sample: root
+valid:
+  description: For a root, whether a valid checkpoint exists; for one checkpoint, whether it is valid.
+  returned: always
+  type: bool
+  sample: true
+newest_valid_step:
+  description: Step of the newest valid checkpoint (loaded too, with O(load=true)); null when there is none.
+  returned: always
+  type: int
+  sample: 1200
+newest_valid_path:
+  description: Path of the newest valid checkpoint; null when there is none.
+  returned: always
+  type: str
+  sample: /workspace/trainops/run42/ckpt/step-00001200
+corrupt:
+  description: Checkpoints that failed verification or loading, newest first, with the reasons.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: Path of the checkpoint directory.
+      type: str
+    step:
+      description: Its step, when known.
+      type: int
+    errors:
+      description: What is wrong with it.
+      type: list
+      elements: str
+  sample: [{"path": "/ckpt/step-00001300", "step": 1300, "errors": ["model.pt: sha256 mismatch"]}]
+checkpoints:
+  description: Per-checkpoint details, newest first.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: Path of the checkpoint directory.
+      type: str
+    step:
+      description: Its step.
+      type: int
+    valid:
+      description: Whether it verified (and loaded, when it was loaded).
+      type: bool
+    errors:
+      description: What is wrong with it; empty when valid.
+      type: list
+      elements: str
+    manifest_sha256:
+      description: sha256 of its manifest.json.
+      type: str
+    previous_step:
+      description: Step of the checkpoint its manifest chains to.
+      type: int
+    previous_manifest_sha256:
+      description: sha256 of the predecessor's manifest.json as recorded in this manifest.
+      type: str
+    run_id:
+      description: Run id recorded in the manifest.
+      type: str
+    config_hash:
+      description: Hash of the training config recorded in the manifest.
+      type: str
+    world_size:
+      description: Number of training processes that wrote it.
+      type: int
+    created_at:
+      description: When it was written (ISO 8601 with time zone).
+      type: str
+    files:
+      description: For each file, its size, sha256 and whether it matched.
+      type: dict
+    bytes_total:
+      description: Total size of its files.
+      type: int
+    loaded:
+      description: Result of the load, when O(load=true) loaded it.
+      type: dict
+stray_temp:
+  description: Temporary directories left by interrupted saves (or a save in progress); never valid, never moved.
+  returned: always
+  type: list
+  elements: str
+aside:
+  description: Directories already moved aside (corrupt checkpoints, partial saves).
+  returned: always
+  type: list
+  elements: str
+latest_hint:
+  description: Content of the root's C(latest) file, a hint only; null when absent.
+  returned: always
+  type: str
+  sample: step-00001200
+quarantined:
+  description: Corrupt checkpoints moved aside by this run (in check mode, those that would be).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: Where the checkpoint was.
+      type: str
+    moved_to:
+      description: Where it was moved (would be moved, in check mode).
+      type: str
+loaded:
+  description: The load of the newest valid checkpoint, with O(load=true); null otherwise.
+  returned: always
+  type: dict
+  sample: {"path": "/ckpt/step-00001200", "ok": true, "torch_version": "2.13.0+cpu", "seconds": 0.4}
+"""
+
+import json
+import os
+import sys
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+
+from ansible_collections.trainops.gpu.plugins.module_utils._checkpoint_format import (
+    ASIDE_CORRUPT,
+    CheckpointFormatError,
+    RootReport,
+    aside_target,
+    is_checkpoint_dir,
+    move_aside,
+    verify_checkpoint,
+    verify_root,
+)
+
+# Runs in a separate interpreter: loads each file given on the command line with weights_only and
+# prints one JSON object. Exit 3 means torch is not importable there.
+LOAD_SCRIPT = r"""
+import json, sys, time
+try:
+    import torch
+except Exception as exc:
+    sys.stdout.write(json.dumps({"torch": False, "error": "%s: %s" % (type(exc).__name__, exc)}))
+    raise SystemExit(3)
+files = {}
+for path in sys.argv[1:]:
+    started = time.time()
+    try:
+        torch.load(path, map_location="cpu", weights_only=True)
+        files[path] = {"ok": True, "seconds": round(time.time() - started, 3)}
+    except Exception as exc:
+        files[path] = {"ok": False, "error": ("%s: %s" % (type(exc).__name__, exc))[:500]}
+sys.stdout.write(json.dumps({"torch": True, "torch_version": torch.__version__, "files": files}))
+"""
+
+KILL_GRACE_SECONDS = 5
+
+
+def load_checkpoint(module, report):
+    """Load every file of a verified checkpoint in a subprocess; returns the load record."""
+    python = module.params["python"] or sys.executable
+    timeout = module.params["load_timeout"]
+    timeout_bin = module.get_bin_path("timeout", required=True)
+    files = [os.path.join(report.path, name) for name in sorted(report.files)]
+    started = time.time()
+    command = [timeout_bin, "--kill-after=%d" % KILL_GRACE_SECONDS, str(timeout), python, "-c", LOAD_SCRIPT, *files]
+    rc, stdout, stderr = module.run_command(command)
+    seconds = round(time.time() - started, 3)
+    if rc in (124, 137):
+        module.fail_json(msg="loading %s timed out after %d seconds" % (report.path, timeout), path=report.path)
+    try:
+        result = json.loads(stdout)
+    except ValueError:
+        module.fail_json(
+            msg="loading %s with %s failed (rc=%d): %s" % (report.path, python, rc, stderr.strip()[-2000:]),
+            path=report.path,
+        )
+    if not result.get("torch"):
+        module.fail_json(msg="load needs torch, but %s cannot import it: %s" % (python, result.get("error")))
+    errors = [
+        "%s: load failed: %s" % (os.path.basename(path), entry["error"])
+        for path, entry in sorted(result["files"].items())
+        if not entry["ok"]
+    ]
+    return {
+        "path": report.path,
+        "ok": not errors,
+        "errors": errors,
+        "torch_version": result.get("torch_version"),
+        "seconds": seconds,
+    }
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            load=dict(type="bool", default=False),
+            load_timeout=dict(type="int", default=300),
+            python=dict(type="path"),
+            quarantine=dict(type="bool", default=False),
+            require_valid=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    path = module.params["path"].rstrip("/") or "/"
+    if module.params["load_timeout"] < 1:
+        module.fail_json(msg="load_timeout must be at least 1 second, got %d" % module.params["load_timeout"])
+    if not os.path.isdir(path):
+        module.fail_json(msg="path %s is not a directory" % path)
+    if module.params["python"] and not os.access(module.params["python"], os.X_OK):
+        module.fail_json(msg="python %s is not an executable file" % module.params["python"])
+
+    if is_checkpoint_dir(path):
+        kind = "checkpoint"
+        root_report = RootReport(os.path.dirname(path))
+        root_report.checkpoints.append(verify_checkpoint(path))
+    else:
+        kind = "root"
+        try:
+            root_report = verify_root(path)
+        except (CheckpointFormatError, OSError) as exc:
+            module.fail_json(msg="cannot verify %s: %s" % (path, to_native(exc)))
+
+    loads = {}
+    if module.params["load"]:
+        for report in root_report.checkpoints:
+            if not report.valid:
+                continue
+            record = load_checkpoint(module, report)
+            loads[report.path] = record
+            if record["ok"]:
+                break
+            report.errors.extend(record["errors"])
+
+    quarantined = []
+    for report in root_report.corrupt:
+        if not module.params["quarantine"] or not os.path.isdir(report.path):
+            continue
+        if module.check_mode:
+            quarantined.append({"path": report.path, "moved_to": aside_target(report.path, ASIDE_CORRUPT)})
+        else:
+            try:
+                moved = move_aside(report.path, ASIDE_CORRUPT)
+            except OSError as exc:
+                module.fail_json(
+                    msg="cannot move %s aside: %s" % (report.path, to_native(exc)), quarantined=quarantined
+                )
+            quarantined.append({"path": report.path, "moved_to": moved})
+
+    summary = root_report.to_dict()
+    for entry in summary["checkpoints"]:
+        entry["loaded"] = loads.get(entry["path"])
+    newest = root_report.newest_valid
+    result = dict(
+        changed=bool(quarantined),
+        kind=kind,
+        valid=newest is not None,
+        newest_valid_step=summary["newest_valid_step"],
+        newest_valid_path=summary["newest_valid_path"],
+        corrupt=summary["corrupt"],
+        checkpoints=summary["checkpoints"],
+        stray_temp=summary["stray_temp"],
+        aside=summary["aside"],
+        latest_hint=summary["latest_hint"],
+        quarantined=quarantined,
+        loaded=loads.get(newest.path) if newest is not None else None,
+    )
+    if module.params["require_valid"] and newest is None:
+        what = "checkpoint %s is not valid" % path if kind == "checkpoint" else "no valid checkpoint under %s" % path
+        module.fail_json(msg=what, **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""Writing checkpoints: hash while writing, atomic directory commit, keep-last-k pruning.
+
+Names, layout, SHA256SUMS and manifest come from the shared format definition (`_format.fmt`); this
+module only adds the write path. A save:
+
+1. writes every payload into `.tmp-step-N-<pid>-<hex>/`, hashing each chunk as it goes out (the hash of
+   a chunk runs on a worker thread while the same chunk is written, so integrity costs little time and
+   no copy of the data), and fsyncs each file;
+2. writes manifest.json (chained to the previous manifest) and SHA256SUMS, fsyncs them and the directory;
+3. renames the directory to `step-N` and fsyncs the root: before the rename a reader sees no
+   checkpoint, after it a complete one;
+4. verifies the committed directory by reading it back, and only then prunes older checkpoints
+   (renamed to `.deleting-...` first, so a crash mid-removal never leaves a half-deleted `step-N`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import hashlib
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ._format import fmt
+
+# Chunks at least this large are hashed on the worker thread while being written.
+PARALLEL_HASH_BYTES = 1 << 20
+# Largest slice handed to one os.write / one hash update.
+WRITE_SLICE_BYTES = 8 << 20
+
+
+class CheckpointSaveError(RuntimeError):
+    """A save that could not be completed or did not verify after commit."""
+
+
+def _write_all(fd: int, view: memoryview) -> None:
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+class HashingFileWriter:
+    """A write-only file object for torch.save that computes sha256 and size of what it writes.
+
+    torch.save hands over memoryviews of tensor storage; they are written and hashed in place, in
+    bounded slices, so a save never holds a second copy of the checkpoint in memory.
+    """
+
+    def __init__(self, fd: int, hasher_pool: concurrent.futures.Executor) -> None:
+        self._fd = fd
+        self._pool = hasher_pool
+        self._digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        length = len(view)
+        if length < PARALLEL_HASH_BYTES:
+            self._digest.update(view)
+            _write_all(self._fd, view)
+        else:
+            for start in range(0, length, WRITE_SLICE_BYTES):
+                piece = view[start : start + WRITE_SLICE_BYTES]
+                hashed = self._pool.submit(self._digest.update, piece)
+                _write_all(self._fd, piece)
+                hashed.result()
+        self.size += length
+        return length
+
+    def flush(self) -> None:
+        """Nothing is buffered here; durability comes from the fsync after torch.save."""
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
+
+
+def _open_new(path: str) -> int:
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+
+
+def save_payload(path: str, obj: Any, hasher_pool: concurrent.futures.Executor) -> dict[str, Any]:
+    """torch.save `obj` to a new file at `path`, fsynced; returns its {"size", "sha256"}."""
+    fd = _open_new(path)
+    try:
+        writer = HashingFileWriter(fd, hasher_pool)
+        torch.save(obj, writer)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return {"size": writer.size, "sha256": writer.hexdigest()}
+
+
+def write_bytes(path: str, data: bytes) -> str:
+    """Write small bytes to a new file, fsynced; returns their sha256."""
+    fd = _open_new(path)
+    try:
+        _write_all(fd, memoryview(data))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return hashlib.sha256(data).hexdigest()
+
+
+def replace_text_atomically(path: str, text: str) -> None:
+    """Replace a small file so readers see the old or the new content, never a mix."""
+    temp = f"{path}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    write_bytes(temp, text.encode("utf-8"))
+    os.replace(temp, path)
+    fmt.fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedCheckpoint:
+    step: int
+    path: str
+    manifest_sha256: str
+    bytes_total: int
+    seconds: float
+
+
+EventSink = Callable[..., None]
+
+
+def _no_events(_event: str, **_fields: Any) -> None:
+    """Default event sink: drop."""
+
+
+class CheckpointWriter:
+    """Commits checkpoints under one root for one run, chaining each manifest to the previous one."""
+
+    def __init__(
+        self,
+        root: str,
+        run_id: str,
+        config_hash: str,
+        source: dict[str, Any],
+        world_size: int,
+        keep_last: int,
+        previous: tuple[int, str] | None = None,
+        events: EventSink = _no_events,
+    ) -> None:
+        if keep_last < 1:
+            raise ValueError("keep_last must be >= 1")
+        self.root = root
+        self.run_id = run_id
+        self.config_hash = config_hash
+        self.source = source
+        self.world_size = world_size
+        self.keep_last = keep_last
+        self.previous = previous
+        self._events = events
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-hash")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def commit(self, step: int, payloads: dict[str, Any], captured: dict[str, Any]) -> SavedCheckpoint:
+        """Write and atomically commit step `step`; no verification or pruning (see save)."""
+        started = time.monotonic()
+        os.makedirs(self.root, exist_ok=True)
+        final = os.path.join(self.root, fmt.step_dirname(step))
+        if os.path.lexists(final):
+            raise CheckpointSaveError(f"{final} already exists: refusing to overwrite a committed checkpoint")
+        for name in payloads:
+            if not fmt.is_payload_name(name):
+                raise CheckpointSaveError(f"payload name {name!r} is not allowed by the checkpoint format")
+        temp = os.path.join(self.root, fmt.temp_dirname(step, os.getpid(), secrets.token_hex(4)))
+        os.mkdir(temp)
+        files = {name: save_payload(os.path.join(temp, name), obj, self._pool) for name, obj in payloads.items()}
+        manifest = fmt.build_manifest(
+            step=step,
+            run_id=self.run_id,
+            config_hash=self.config_hash,
+            source=self.source,
+            world_size=self.world_size,
+            captured=captured,
+            files=files,
+            previous_step=self.previous[0] if self.previous else None,
+            previous_manifest_sha256=self.previous[1] if self.previous else None,
+        )
+        manifest_sha = write_bytes(os.path.join(temp, fmt.MANIFEST_NAME), fmt.manifest_bytes(manifest))
+        sums = {name: entry["sha256"] for name, entry in files.items()}
+        sums[fmt.MANIFEST_NAME] = manifest_sha
+        write_bytes(os.path.join(temp, fmt.SUMS_NAME), fmt.format_sums(sums).encode("utf-8"))
+        fmt.fsync_dir(temp)
+        os.rename(temp, final)
+        fmt.fsync_dir(self.root)
+        self.previous = (step, manifest_sha)
+        replace_text_atomically(os.path.join(self.root, fmt.LATEST_NAME), fmt.step_dirname(step) + "\n")
+        total = sum(entry["size"] for entry in files.values())
+        return SavedCheckpoint(step, final, manifest_sha, total, time.monotonic() - started)
+
+    def save(self, step: int, payloads: dict[str, Any], captured: dict[str, Any]) -> SavedCheckpoint:
+        """Commit, verify the committed checkpoint by reading it back, then prune to keep_last."""
+        saved = self.commit(step, payloads, captured)
+        report = fmt.verify_checkpoint(saved.path)
+        if not report.valid:
+            aside = fmt.move_aside(saved.path, fmt.ASIDE_CORRUPT)
+            self._events("aside", path=aside, reason="; ".join(report.errors))
+            raise CheckpointSaveError(f"checkpoint {saved.path} failed verification after commit: {report.errors}")
+        self.prune(keep_step=step)
+        return saved
+
+    def prune(self, keep_step: int) -> list[str]:
+        """Remove committed checkpoints older than the keep_last newest (which include keep_step).
+
+        A checkpoint about to be removed is verified first: a corrupt one is moved aside instead,
+        because corrupt checkpoints are evidence and are never deleted.
+        """
+        steps = sorted(
+            (step for step in map(fmt.parse_step_dirname, os.listdir(self.root)) if step is not None), reverse=True
+        )
+        older = [step for step in steps if step < keep_step]
+        removed = []
+        for step in older[self.keep_last - 1 :]:
+            path = os.path.join(self.root, fmt.step_dirname(step))
+            report = fmt.verify_checkpoint(path)
+            if not report.valid:
+                aside = fmt.move_aside(path, fmt.ASIDE_CORRUPT)
+                self._events("aside", path=aside, reason="; ".join(report.errors))
+                continue
+            doomed = os.path.join(self.root, fmt.deleting_dirname(step, secrets.token_hex(4)))
+            os.rename(path, doomed)
+            fmt.fsync_dir(self.root)
+            shutil.rmtree(doomed)
+            removed.append(path)
+            self._events("prune", path=path)
+        return removed

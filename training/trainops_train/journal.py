@@ -1,0 +1,66 @@
+"""Append-only JSON-lines logs: the metrics journal (one line per step) and the event log."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from .checkpoint_writer import replace_text_atomically
+
+
+class JsonLines:
+    """Lines go out with one write(2) each on an O_APPEND descriptor: a SIGKILL leaves at most a torn
+    last line, which readers drop."""
+
+    def __init__(self, path: str) -> None:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644)
+
+    def append(self, record: dict[str, Any]) -> None:
+        os.write(self._fd, (json.dumps(record, sort_keys=True, allow_nan=False) + "\n").encode("utf-8"))
+
+    def sync(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def read_records(path: str) -> list[dict[str, Any]]:
+    """Every complete JSON line of a journal; a torn or garbled line (from a kill mid-write) is dropped."""
+    records = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if not line.endswith("\n"):
+                    continue
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict):
+                    records.append(record)
+    except FileNotFoundError:
+        return []
+    return records
+
+
+def truncate_metrics(path: str, last_step: int) -> int:
+    """Keep the journal's records up to `last_step` (the step resumed from): the steps after it will be
+    computed again. Returns how many records were dropped."""
+    records = read_records(path)
+    kept = [record for record in records if isinstance(record.get("step"), int) and record["step"] <= last_step]
+    dropped = len(records) - len(kept)
+    if os.path.exists(path):
+        replace_text_atomically(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+    return dropped
+
+
+class EventLog(JsonLines):
+    """What the trainer did and when (start, resume, save_begin/save_end, aside, prune, stop, exit)."""
+
+    def __call__(self, event: str, **fields: Any) -> None:
+        self.append({"event": event, "time": time.time(), "pid": os.getpid(), **fields})
