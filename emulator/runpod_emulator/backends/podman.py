@@ -1,0 +1,207 @@
+"""The `podman` backend: each pod is a container of the local pod image, sshd published on 127.0.0.1.
+
+Containers are named <prefix>-<pod id> and labelled with this emulator's state directory, the pod id
+and the incarnation (`gen`), so an emulator finds its own containers after a restart and never touches
+anyone else's. Env values reach podman through its environment (`-e NAME`), never its command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from ..clock import parse_rfc3339
+from .base import BackendError, ContainerState, LaunchSpec
+
+LABEL_STATE = "trainops.emulator.state"
+LABEL_POD = "trainops.emulator.pod"
+LABEL_GEN = "trainops.emulator.gen"
+# Names podman itself needs from its environment: values for these go on the command line instead.
+_PODMAN_OWN_ENV = {"PATH", "HOME", "TMPDIR", "CONTAINERS_CONF", "LANG", "LC_ALL", "USER", "SHELL"}
+_COMMAND_TIMEOUT_S = 120.0
+
+
+class PodmanBackend:
+    name = "podman"
+    instant = False
+
+    def __init__(
+        self,
+        state_dir: Path,
+        image: str,
+        container_prefix: str = "rpemu",
+        provision_s: float = 0.0,
+        start_s: float = 0.0,
+    ) -> None:
+        self.state_dir = str(state_dir.resolve())
+        self.image = image
+        self.prefix = container_prefix
+        self.provision_s = provision_s
+        self.start_s = start_s
+        found = shutil.which("podman")
+        if found is None:
+            raise BackendError("podman is not installed (the podman backend needs it)")
+        self.podman = found
+
+    def container_name(self, pod_id: str) -> str:
+        return f"{self.prefix}-{pod_id}"
+
+    def _run(
+        self, args: list[str], env: dict[str, str] | None = None, timeout_s: float = _COMMAND_TIMEOUT_S
+    ) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run(
+                [self.podman, *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise BackendError(f"podman {args[0]} did not finish within {timeout_s:.0f} s") from None
+
+    def check_image(self) -> None:
+        result = self._run(["image", "exists", self.image], timeout_s=60)
+        if result.returncode != 0:
+            raise BackendError(f"pod image {self.image} is missing: run `make image` first")
+
+    def launch(self, spec: LaunchSpec) -> None:
+        name = self.container_name(spec.pod_id)
+        self._run(["rm", "-f", "-t", "0", name])
+        args = [
+            "run",
+            "-d",
+            "--init",
+            "--name",
+            name,
+            "--hostname",
+            spec.pod_id,
+            "--label",
+            f"{LABEL_STATE}={self.state_dir}",
+            "--label",
+            f"{LABEL_POD}={spec.pod_id}",
+            "--label",
+            f"{LABEL_GEN}={spec.gen}",
+        ]
+        if spec.publish_ssh:
+            args += ["-p", "127.0.0.1::22"]
+        env = dict(os.environ)
+        for key, value in spec.env.items():
+            if key in _PODMAN_OWN_ENV:
+                args += ["-e", f"{key}={value}"]
+            else:
+                env[key] = value
+                args += ["-e", key]
+        for host_dir, container_path, read_only in spec.mounts:
+            args += ["-v", f"{host_dir}:{container_path}{':ro' if read_only else ''}"]
+        args.append(self.image)
+        result = self._run(args, env=env)
+        if result.returncode != 0:
+            self._run(["rm", "-f", "-t", "0", name])
+            raise BackendError(f"podman run of {name} failed: {result.stderr.strip()[-500:]}")
+
+    def _inspect(self, pod_id: str) -> dict | None:
+        result = self._run(["container", "inspect", self.container_name(pod_id)], timeout_s=30)
+        if result.returncode != 0:
+            return None
+        try:
+            data = json.loads(result.stdout)
+        except json.JSONDecodeError:
+            return None
+        return data[0] if data else None
+
+    def wait_running(self, pod_id: str, timeout_s: float) -> int | None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            info = self._inspect(pod_id)
+            if info is None:
+                raise BackendError(f"container {self.container_name(pod_id)} is gone")
+            state = info.get("State", {})
+            if state.get("Running"):
+                return _published_ssh_port(info)
+            if state.get("Status") in ("exited", "stopped", "dead"):
+                raise BackendError(f"container {self.container_name(pod_id)} exited with code {state.get('ExitCode')}")
+            if time.monotonic() > deadline:
+                raise BackendError(f"container {self.container_name(pod_id)} not running after {timeout_s:.0f} s")
+            time.sleep(0.1)
+
+    def probe_ssh(self, port: int) -> bool:
+        return probe_ssh_banner(port)
+
+    def remove(self, pod_id: str) -> None:
+        result = self._run(["rm", "-f", "-t", "2", self.container_name(pod_id)])
+        if result.returncode != 0 and "no such container" not in result.stderr.lower():
+            raise BackendError(f"podman rm of {self.container_name(pod_id)} failed: {result.stderr.strip()[-300:]}")
+
+    def kill(self, pod_id: str, grace_s: float) -> None:
+        name = self.container_name(pod_id)
+        # podman stop sends SIGTERM, waits up to the grace, then SIGKILL.
+        self._run(["stop", "-t", str(max(0, round(grace_s))), name], timeout_s=grace_s + 60)
+        self.remove(pod_id)
+
+    def list_containers(self) -> dict[str, ContainerState] | None:
+        result = self._run(["ps", "-a", "--filter", f"label={LABEL_STATE}={self.state_dir}", "--format", "json"])
+        if result.returncode != 0:
+            raise BackendError(f"podman ps failed: {result.stderr.strip()[-300:]}")
+        try:
+            rows = json.loads(result.stdout or "[]")
+        except json.JSONDecodeError:
+            raise BackendError("podman ps returned something that is not JSON") from None
+        found: dict[str, ContainerState] = {}
+        for row in rows:
+            labels = row.get("Labels") or {}
+            if labels.get(LABEL_STATE) != self.state_dir or not labels.get(LABEL_POD):
+                continue
+            gen = labels.get(LABEL_GEN)
+            found[labels[LABEL_POD]] = ContainerState(
+                pod_id=labels[LABEL_POD],
+                gen=int(gen) if gen and gen.isdigit() else None,
+                running=row.get("State") == "running",
+            )
+        return found
+
+    def remove_orphan(self, pod_id: str) -> None:
+        self.remove(pod_id)
+
+    def container_logs(self, pod_id: str) -> list[tuple[float, str]]:
+        result = self._run(["logs", "-t", self.container_name(pod_id)], timeout_s=30)
+        if result.returncode != 0:
+            return []
+        lines = []
+        for raw in (result.stdout + result.stderr).splitlines():
+            stamp, _sep, text = raw.partition(" ")
+            try:
+                lines.append((parse_rfc3339(stamp), text))
+            except ValueError:
+                continue
+        lines.sort(key=lambda item: item[0])
+        return lines
+
+
+def _published_ssh_port(info: dict) -> int | None:
+    ports = (info.get("NetworkSettings") or {}).get("Ports") or {}
+    for binding in ports.get("22/tcp") or []:
+        port = str(binding.get("HostPort", ""))
+        if port.isdigit():
+            return int(port)
+    return None
+
+
+def probe_ssh_banner(port: int, timeout_s: float = 1.0) -> bool:
+    """True when 127.0.0.1:port answers with an SSH identification string.
+
+    A published port accepts connections before sshd runs (the port forwarder listens), so the banner,
+    not the connect, is the proof.
+    """
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as conn:
+            conn.settimeout(timeout_s)
+            return conn.recv(8).startswith(b"SSH-")
+    except OSError:
+        return False

@@ -1,0 +1,396 @@
+"""The reconciler: walks pods through PROVISIONING -> STARTING -> RUNNING and keeps containers in line.
+
+Request threads only change records (status, `gen`); this engine makes the backend follow, one
+operation per pod at a time, on a small thread pool (inline for the instant `memory` backend), so no
+request ever waits on a container. Every result is applied only if the pod's `gen` is unchanged; an
+operation overtaken by a stop or restart leaves nothing behind because the next tick converges again.
+A monitor pass notices containers that died or vanished (host failure -> EXITED) and removes
+containers of this emulator that no record claims.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from .backends import BackendError, LaunchSpec, PodBackend
+from .clock import Clock
+from .lifecycle import ACTIVE, transition
+from .persist import atomic_write_json
+from .store import Store
+
+LOG = logging.getLogger("runpod_emulator.engine")
+SHIM = Path(__file__).resolve().parent / "pod_shim" / "nvidia-smi"
+SHIM_DATA_IN_POD = "/etc/runpod-emulator"
+
+
+class Engine:
+    """Drives every pod's backend state toward its record; see the module docstring."""
+
+    def __init__(
+        self,
+        store: Store,
+        backend: PodBackend,
+        clock: Clock,
+        ssh_timeout_s: float = 180.0,
+        tick_s: float = 0.05,
+        monitor_s: float = 2.0,
+        workers: int = 4,
+    ) -> None:
+        self.store = store
+        self.backend = backend
+        self.clock = clock
+        self.ssh_timeout_s = ssh_timeout_s
+        self.tick_s = tick_s
+        self.monitor_s = monitor_s
+        self._inflight: set[str] = set()
+        self._op_done_at: dict[str, float] = {}
+        self._kill_requests: dict[str, tuple[float, threading.Event]] = {}
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._pool = None if backend.instant else ThreadPoolExecutor(workers, thread_name_prefix="pod-op")
+        self._thread: threading.Thread | None = None
+        self._next_monitor = 0.0
+        self.paused = False
+
+    # Lifecycle -----------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.reconcile_at_start()
+        self._thread = threading.Thread(target=self._loop, name="engine", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def idle(self) -> bool:
+        with self.store.lock:
+            return not self._inflight
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(self.tick_s)
+            self._wake.clear()
+            try:
+                self.tick()
+                if time.monotonic() >= self._next_monitor:
+                    self._next_monitor = time.monotonic() + self.monitor_s
+                    self.monitor()
+            except Exception:  # the engine must outlive any one bad record or podman hiccup
+                LOG.exception("engine tick failed")
+
+    # Decisions -----------------------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        steps: list[tuple[str, Callable[[], None]]] = []
+        with self.store.lock:
+            if self.paused:
+                return
+            now = self.clock.now()
+            for pod in self.store.pods.values():
+                if pod["id"] in self._inflight or pod.get("inert"):
+                    continue
+                step = self._decide(pod, now)
+                if step is not None:
+                    self._inflight.add(pod["id"])
+                    steps.append((pod["id"], step))
+        for pod_id, step in steps:
+            if self._pool is None:
+                self._run_step(pod_id, step)
+            else:
+                self._pool.submit(self._run_step, pod_id, step)
+
+    def _run_step(self, pod_id: str, step: Callable[[], None]) -> None:
+        try:
+            step()
+        except Exception:
+            LOG.exception("operation on pod %s failed", pod_id)
+        finally:
+            with self.store.lock:
+                self._inflight.discard(pod_id)
+                self._op_done_at[pod_id] = time.monotonic()
+            self._wake.set()
+
+    def _decide(self, pod: dict[str, Any], now: float) -> Callable[[], None] | None:
+        pod_id, gen = pod["id"], pod["gen"]
+        if pod_id in self._kill_requests:
+            grace, done = self._kill_requests[pod_id]
+            return lambda: self._kill(pod_id, grace, done)
+        if pod["status"] not in ACTIVE:
+            if pod.get("container_present"):
+                return lambda: self._remove(pod_id)
+            if pod["status"] == "TERMINATED":
+                return lambda: self._forget(pod_id)
+            return None
+        if pod.get("container_present") and pod.get("container_gen") != gen:
+            return lambda: self._remove(pod_id)
+        if not pod.get("container_present"):
+            if now >= pod["status_since"] + self.backend.provision_s:
+                return lambda: self._launch(pod_id, gen)
+            return None
+        if pod["status"] != "RUNNING":
+            if now >= pod["status_since"] + self.backend.start_s:
+                return lambda: self._confirm_running(pod_id, gen)
+            return None
+        if (
+            pod.get("ssh_wanted")
+            and pod.get("ssh_port")
+            and not pod.get("ssh_ready")
+            and now < pod.get("ssh_deadline", 0)
+            and now >= pod.get("ssh_next_probe", 0)
+        ):
+            return lambda: self._probe(pod_id, gen, pod["ssh_port"])
+        return None
+
+    # Operations (outside the lock; results applied under it) ----------------------------------------------
+
+    def _launch(self, pod_id: str, gen: int) -> None:
+        with self.store.lock:
+            pod = self.store.pods.get(pod_id)
+            if pod is None or pod["gen"] != gen:
+                return
+            spec = self._launch_spec(pod)
+        error = None
+        try:
+            self.backend.launch(spec)
+        except BackendError as exc:
+            error = str(exc)
+        with self.store.lock:
+            pod = self.store.pods.get(pod_id)
+            if pod is None:
+                return
+            now = self.clock.now()
+            if error is None:
+                pod["container_present"] = True
+                pod["container_gen"] = gen
+            if pod["gen"] != gen:
+                self.store.save_pod(pod)
+                return
+            if error is not None:
+                transition(self.store, now, pod, "ERROR", error)
+            elif pod["status"] == "PROVISIONING":
+                transition(self.store, now, pod, "STARTING", "container created")
+            else:
+                pod["status_since"] = now
+                self.store.append_log(pod_id, "system", "container created", now)
+                self.store.save_pod(pod)
+
+    def _launch_spec(self, pod: dict[str, Any]) -> LaunchSpec:
+        env = dict(pod["env"])
+        env.update(
+            {
+                "RUNPOD_POD_ID": pod["id"],
+                "RUNPOD_POD_HOSTNAME": pod["id"],
+                "RUNPOD_DC_ID": pod["dataCenterId"],
+                "RUNPOD_GPU_COUNT": str(pod["gpu_effective_count"] if pod.get("gpu") else 0),
+                "RUNPOD_CPU_COUNT": str(pod["cpu"]["vcpuCount"]) if pod.get("cpu") else "",
+            }
+        )
+        if pod.get("ssh_public_key") and "PUBLIC_KEY" not in pod["env"]:
+            env["PUBLIC_KEY"] = pod["ssh_public_key"]
+        mounts: list[tuple[Path, str, bool]] = []
+        if self.backend.instant:
+            return LaunchSpec(pod["id"], pod["gen"], env, "22/tcp" in pod["ports"], mounts)
+        pod_dir = self.store.pod_dir(pod["id"])
+        persistent = pod["mounts"].get("persistent")
+        if persistent:
+            host = pod_dir / "persistent"
+            host.mkdir(parents=True, exist_ok=True)
+            mounts.append((host, persistent["path"], False))
+        for network in pod["mounts"].get("network", []):
+            host = self.store.volume_dir(network["volumeId"])
+            host.mkdir(parents=True, exist_ok=True)
+            mounts.append((host, network["path"], False))
+        if pod.get("gpu"):
+            shim_data = pod_dir / "emulator"
+            atomic_write_json(
+                shim_data / "gpus.json",
+                {
+                    "count": pod["gpu_effective_count"],
+                    "name": f"{pod['gpu_name']} (emulated)",
+                    "memory_mib": pod["gpu_memory_mib"],
+                    "pod_id": pod["id"],
+                },
+            )
+            mounts.append((shim_data, SHIM_DATA_IN_POD, True))
+            mounts.append((SHIM, "/usr/local/bin/nvidia-smi", True))
+        return LaunchSpec(pod["id"], pod["gen"], env, "22/tcp" in pod["ports"], mounts)
+
+    def _confirm_running(self, pod_id: str, gen: int) -> None:
+        error = None
+        port = None
+        try:
+            port = self.backend.wait_running(pod_id, timeout_s=60)
+        except BackendError as exc:
+            error = str(exc)
+        with self.store.lock:
+            pod = self.store.pods.get(pod_id)
+            if pod is None or pod["gen"] != gen:
+                return
+            now = self.clock.now()
+            if error is not None:
+                transition(self.store, now, pod, "ERROR", error)
+                return
+            transition(self.store, now, pod, "RUNNING", "container running")
+            pod["ssh_port"] = port if "22/tcp" in pod["ports"] else None
+            pod["ssh_deadline"] = now + self.ssh_timeout_s
+            pod["ssh_next_probe"] = now
+            self.store.save_pod(pod)
+
+    def _probe(self, pod_id: str, gen: int, port: int) -> None:
+        answered = self.backend.probe_ssh(port)
+        with self.store.lock:
+            pod = self.store.pods.get(pod_id)
+            if pod is None or pod["gen"] != gen or pod["status"] != "RUNNING":
+                return
+            now = self.clock.now()
+            if answered:
+                pod["ssh_ready"] = True
+                self.store.append_log(pod_id, "system", f"sshd answers on 127.0.0.1:{port}", now)
+                self.store.save_pod(pod)
+            else:
+                pod["ssh_next_probe"] = now + 0.2
+                if now + 0.2 >= pod["ssh_deadline"]:
+                    self.store.append_log(pod_id, "system", f"sshd did not answer within {self.ssh_timeout_s} s", now)
+
+    def _remove(self, pod_id: str) -> None:
+        try:
+            self.backend.remove(pod_id)
+        except BackendError as exc:
+            LOG.warning("%s", exc)
+            return
+        with self.store.lock:
+            pod = self.store.pods.get(pod_id)
+            if pod is not None:
+                pod["container_present"] = False
+                pod["container_gen"] = None
+                self.store.save_pod(pod)
+
+    def _forget(self, pod_id: str) -> None:
+        """A terminated pod's persistent disk goes; its record stays (inert) for the billing ledger."""
+        self.store.delete_pod_data(pod_id)
+        with self.store.lock:
+            pod = self.store.pods.get(pod_id)
+            if pod is not None:
+                pod["inert"] = True
+                self.store.save_pod(pod)
+
+    def _kill(self, pod_id: str, grace_s: float, done: threading.Event) -> None:
+        try:
+            self.backend.kill(pod_id, grace_s)
+        except BackendError as exc:
+            LOG.warning("%s", exc)
+        with self.store.lock:
+            self._kill_requests.pop(pod_id, None)
+            pod = self.store.pods.get(pod_id)
+            if pod is None:
+                done.set()
+                return
+            pod["container_present"] = False
+            pod["container_gen"] = None
+            pod["gen"] += 1
+            if pod["status"] in ACTIVE:
+                transition(self.store, self.clock.now(), pod, "EXITED", "host failure (killed by the admin API)")
+            else:
+                self.store.save_pod(pod)
+        done.set()
+
+    def request_kill(self, pod_id: str, grace_s: float) -> threading.Event:
+        done = threading.Event()
+        with self.store.lock:
+            self._kill_requests[pod_id] = (grace_s, done)
+        self.wake()
+        return done
+
+    # Reconciling with what podman really has ---------------------------------------------------------------
+
+    def reconcile_at_start(self) -> None:
+        """After a restart: adopt live containers, mark pods whose container vanished EXITED, drop orphans."""
+        containers = self.backend.list_containers()
+        with self.store.lock:
+            now = self.clock.now()
+            for pod in self.store.pods.values():
+                if pod.get("inert"):
+                    continue
+                if containers is None:
+                    continue  # memory backend: records are the whole truth
+                found = containers.get(pod["id"])
+                pod["container_present"] = found is not None
+                pod["container_gen"] = found.gen if found is not None else None
+                alive = found is not None and found.running and found.gen == pod["gen"]
+                if pod["status"] in ("STARTING", "RUNNING") and not alive:
+                    pod["gen"] += 1
+                    transition(self.store, now, pod, "EXITED", "container vanished while the emulator was down")
+                elif pod["status"] == "RUNNING":
+                    pod["ssh_ready"] = False
+                    pod["ssh_deadline"] = now + self.ssh_timeout_s
+                    pod["ssh_next_probe"] = now
+                    self.store.save_pod(pod)
+                else:
+                    self.store.save_pod(pod)
+            orphans = [pod_id for pod_id in (containers or {}) if pod_id not in self.store.pods]
+        for pod_id in orphans:
+            LOG.warning("removing container of unknown pod %s", pod_id)
+            self._remove_quietly(pod_id)
+
+    def _remove_quietly(self, pod_id: str) -> None:
+        try:
+            self.backend.remove(pod_id)
+        except BackendError as exc:
+            LOG.warning("%s", exc)
+
+    def monitor(self) -> None:
+        started = time.monotonic()
+        try:
+            containers = self.backend.list_containers()
+        except BackendError as exc:
+            LOG.warning("%s", exc)
+            return
+        if containers is None:
+            return
+        orphans = []
+        with self.store.lock:
+            now = self.clock.now()
+            for pod_id, found in containers.items():
+                pod = self.store.pods.get(pod_id)
+                quiet = pod_id not in self._inflight and self._op_done_at.get(pod_id, 0) < started
+                if pod is None:
+                    if quiet:
+                        orphans.append(pod_id)
+                elif quiet and not pod.get("container_present"):
+                    pod["container_present"] = True
+                    pod["container_gen"] = found.gen
+            for pod in self.store.pods.values():
+                pod_id = pod["id"]
+                if pod_id in self._inflight or self._op_done_at.get(pod_id, 0) >= started:
+                    continue
+                if pod["status"] not in ("STARTING", "RUNNING") or not pod.get("container_present"):
+                    continue
+                found = containers.get(pod_id)
+                if found is None or (found.gen == pod["gen"] and not found.running):
+                    pod["container_present"] = found is not None
+                    pod["gen"] += 1
+                    transition(self.store, now, pod, "EXITED", "container stopped unexpectedly (host failure)")
+        for pod_id in orphans:
+            self._remove_quietly(pod_id)
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.idle():
+                return True
+            time.sleep(0.05)
+        return False

@@ -1,0 +1,197 @@
+"""The cost ledger: rate segments per pod and volume, and the bucketed `/v2/billing/*` answers."""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+from typing import Any
+
+from .clock import parse_rfc3339, to_rfc3339
+from .problems import bad_request, unprocessable
+
+BUCKETS = ["hour", "day", "week", "month", "year"]
+
+
+def open_segment(segments: list[dict[str, Any]], now: float, rates: dict[str, float]) -> None:
+    """Close the current segment at `now` and open one with `rates` (no new one when all are zero)."""
+    close_segment(segments, now)
+    if any(rates.values()):
+        segments.append({"start": now, "end": None, **rates})
+
+
+def close_segment(segments: list[dict[str, Any]], now: float) -> None:
+    if segments and segments[-1]["end"] is None:
+        segments[-1]["end"] = max(now, segments[-1]["start"])
+
+
+def amounts(segments: list[dict[str, Any]], start: float, end: float, now: float) -> dict[str, float]:
+    """USD per rate key accrued by `segments` within [start, end)."""
+    totals: dict[str, float] = {}
+    for segment in segments:
+        seg_end = segment["end"] if segment["end"] is not None else now
+        overlap = min(seg_end, end) - max(segment["start"], start)
+        for key, rate in segment.items():
+            if key in ("start", "end"):
+                continue
+            totals[key] = totals.get(key, 0.0) + (rate * overlap / 3600.0 if overlap > 0 else 0.0)
+    return totals
+
+
+def overlaps(segments: list[dict[str, Any]], start: float, end: float, now: float) -> bool:
+    return any(min(s["end"] if s["end"] is not None else now, end) > max(s["start"], start) for s in segments)
+
+
+def _utc(epoch: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(epoch, tz=dt.UTC)
+
+
+def bucket_floor(epoch: float, size: str) -> float:
+    moment = _utc(epoch)
+    if size == "hour":
+        moment = moment.replace(minute=0, second=0, microsecond=0)
+    elif size == "day":
+        moment = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    elif size == "week":
+        moment = moment.replace(hour=0, minute=0, second=0, microsecond=0) - dt.timedelta(days=moment.weekday())
+    elif size == "month":
+        moment = moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    else:
+        moment = moment.replace(month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
+    return moment.timestamp()
+
+
+def bucket_next(start: float, size: str) -> float:
+    moment = _utc(start)
+    if size == "hour":
+        return start + 3600
+    if size == "day":
+        return start + 86400
+    if size == "week":
+        return start + 7 * 86400
+    if size == "month":
+        days = calendar.monthrange(moment.year, moment.month)[1]
+        return start + days * 86400
+    return moment.replace(year=moment.year + 1).timestamp()
+
+
+def bucket_prev(start: float, size: str) -> float:
+    return bucket_floor(start - 1, size)
+
+
+class BillingWindow:
+    """The resolved startTime/endTime/bucketSize of a billing query, aligned to bucket boundaries."""
+
+    MAX_BUCKETS = 10000
+
+    def __init__(self, query: dict[str, list[str]], now: float) -> None:
+        self.size = query.get("bucketSize", ["day"])[0]
+        if self.size not in BUCKETS:
+            raise unprocessable([f"bucketSize: {self.size!r} is not one of {', '.join(BUCKETS)}"])
+        has_range = "startTime" in query or "endTime" in query
+        if "lastN" in query:
+            if has_range:
+                raise bad_request("lastN is mutually exclusive with startTime/endTime")
+            raw = query["lastN"][0]
+            if not raw.isdigit() or int(raw) < 1:
+                raise unprocessable([f"lastN: {raw!r} is not an integer >= 1"])
+            count = min(int(raw), self.MAX_BUCKETS)
+            self.end = bucket_next(bucket_floor(now, self.size), self.size)
+            start = bucket_floor(now, self.size)
+            for _step in range(count - 1):
+                start = bucket_prev(start, self.size)
+            self.start = start
+            return
+        self.start = bucket_floor(self._time(query, "startTime", now - 30 * 86400), self.size)
+        end = self._time(query, "endTime", now)
+        floor = bucket_floor(end, self.size)
+        self.end = end if floor == end else bucket_next(floor, self.size)
+        if self.end <= self.start:
+            raise bad_request("endTime must be after startTime")
+
+    @staticmethod
+    def _time(query: dict[str, list[str]], name: str, default: float) -> float:
+        if name not in query:
+            return default
+        try:
+            return parse_rfc3339(query[name][0])
+        except ValueError:
+            raise unprocessable([f"{name}: {query[name][0]!r} is not an RFC 3339 date-time"]) from None
+
+    def buckets(self) -> list[tuple[float, float]]:
+        result = []
+        start = self.start
+        while start < self.end and len(result) < self.MAX_BUCKETS:
+            end = bucket_next(start, self.size)
+            result.append((start, end))
+            start = end
+        return result
+
+    def query_json(self) -> dict[str, Any]:
+        return {"startTime": to_rfc3339(self.start), "endTime": to_rfc3339(self.end), "bucketSize": self.size}
+
+
+def _round(value: float) -> float:
+    return round(value, 9)
+
+
+def pod_billing(pods: list[dict[str, Any]], query: dict[str, list[str]], now: float) -> dict[str, Any]:
+    window = BillingWindow(query, now)
+    pod_id = query.get("podId", [None])[0]
+    selected = [p for p in pods if pod_id is None or p["id"] == pod_id]
+    records = []
+    totals = {"totalAmount": 0.0, "gpuAmount": 0.0, "cpuAmount": 0.0, "diskAmount": 0.0}
+    for start, end in window.buckets():
+        for pod in selected:
+            if not overlaps(pod["ledger"], start, end, now):
+                continue
+            accrued = amounts(pod["ledger"], start, end, now)
+            record = {
+                "startTime": to_rfc3339(start),
+                "endTime": to_rfc3339(end),
+                "podId": pod["id"],
+                "gpuAmount": _round(accrued.get("gpu", 0.0)),
+                "cpuAmount": _round(accrued.get("cpu", 0.0)),
+                "diskAmount": _round(accrued.get("disk", 0.0)),
+            }
+            record["totalAmount"] = _round(record["gpuAmount"] + record["cpuAmount"] + record["diskAmount"])
+            records.append(record)
+            for key in totals:
+                totals[key] += record[key]
+    metadata = {
+        "query": {**window.query_json(), "podId": pod_id},
+        "recordCount": len(records),
+        "uniquePodCount": len({r["podId"] for r in records}),
+        "totals": {k: _round(v) for k, v in totals.items()},
+    }
+    return {"records": records, "metadata": metadata}
+
+
+def volume_billing(volumes: list[dict[str, Any]], query: dict[str, list[str]], now: float) -> dict[str, Any]:
+    window = BillingWindow(query, now)
+    volume_id = query.get("networkVolumeId", [None])[0]
+    selected = [v for v in volumes if volume_id is None or v["id"] == volume_id]
+    records = []
+    totals = {"totalAmount": 0.0, "standardAmount": 0.0, "highPerformanceAmount": 0.0}
+    for start, end in window.buckets():
+        for volume in selected:
+            if not overlaps(volume["ledger"], start, end, now):
+                continue
+            accrued = amounts(volume["ledger"], start, end, now)
+            record = {
+                "startTime": to_rfc3339(start),
+                "endTime": to_rfc3339(end),
+                "networkVolumeId": volume["id"],
+                "standardAmount": _round(accrued.get("standard", 0.0)),
+                "highPerformanceAmount": _round(accrued.get("highPerformance", 0.0)),
+            }
+            record["totalAmount"] = _round(record["standardAmount"] + record["highPerformanceAmount"])
+            records.append(record)
+            for key in totals:
+                totals[key] += record[key]
+    metadata = {
+        "query": {**window.query_json(), "networkVolumeId": volume_id},
+        "recordCount": len(records),
+        "uniqueNetworkVolumeCount": len({r["networkVolumeId"] for r in records}),
+        "totals": {k: _round(v) for k, v in totals.items()},
+    }
+    return {"records": records, "metadata": metadata}

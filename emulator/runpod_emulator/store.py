@@ -1,0 +1,116 @@
+"""The emulator's records (pods, network volumes, account, pod logs), held in memory and on disk.
+
+Every mutation is written at once, one JSON file per record, atomically (temp file, fsync, rename), so
+an emulator killed at any moment loses no pod or volume. Pod log lines go to an append-only JSONL file.
+Callers hold `store.lock` while they read or change records.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+from .persist import atomic_write_json, read_json, remove_file
+
+MAX_LOG_LINES = 10000
+
+
+class Store:
+    """Records of one state directory; `lock` guards every record and the log buffers."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.db_dir = state_dir / "db"
+        self.data_dir = state_dir / "data"
+        self.logs_dir = state_dir / "logs"
+        for directory in (self.db_dir / "pods", self.db_dir / "volumes", self.data_dir, self.logs_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+        self.lock = threading.RLock()
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.volumes: dict[str, dict[str, Any]] = {}
+        self.account: dict[str, Any] = {"sshKeys": [], "clockOffset": 0.0}
+        self.logs: dict[str, list[dict[str, Any]]] = {}
+        self._last_log_ts: dict[str, float] = {}
+        self._load()
+
+    def _load(self) -> None:
+        self.account.update(read_json(self.db_dir / "account.json", {}))
+        for path in sorted((self.db_dir / "pods").glob("*.json")):
+            record = read_json(path)
+            if isinstance(record, dict) and "id" in record:
+                self.pods[record["id"]] = record
+        for path in sorted((self.db_dir / "volumes").glob("*.json")):
+            record = read_json(path)
+            if isinstance(record, dict) and "id" in record:
+                self.volumes[record["id"]] = record
+        for path in self.logs_dir.glob("*.jsonl"):
+            events = []
+            for line in path.read_text(errors="replace").splitlines():
+                try:
+                    events.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a kill
+            self.logs[path.stem] = events[-MAX_LOG_LINES:]
+            if events:
+                self._last_log_ts[path.stem] = events[-1]["t"]
+
+    # Records -------------------------------------------------------------------------------------------
+
+    def save_pod(self, pod: dict[str, Any]) -> None:
+        atomic_write_json(self.db_dir / "pods" / f"{pod['id']}.json", pod)
+
+    def save_volume(self, volume: dict[str, Any]) -> None:
+        atomic_write_json(self.db_dir / "volumes" / f"{volume['id']}.json", volume)
+
+    def save_account(self) -> None:
+        atomic_write_json(self.db_dir / "account.json", self.account)
+
+    def pod_dir(self, pod_id: str) -> Path:
+        return self.data_dir / "pods" / pod_id
+
+    def volume_dir(self, volume_id: str) -> Path:
+        return self.data_dir / "volumes" / volume_id
+
+    def delete_pod_data(self, pod_id: str) -> None:
+        shutil.rmtree(self.pod_dir(pod_id), ignore_errors=True)
+
+    def delete_volume_data(self, volume_id: str) -> None:
+        shutil.rmtree(self.volume_dir(volume_id), ignore_errors=True)
+
+    def wipe(self) -> None:
+        """Forget everything (admin reset): records, logs, pod and volume data."""
+        self.pods.clear()
+        self.volumes.clear()
+        self.logs.clear()
+        self._last_log_ts.clear()
+        self.account = {"sshKeys": [], "clockOffset": self.account.get("clockOffset", 0.0)}
+        for directory in (self.db_dir / "pods", self.db_dir / "volumes", self.logs_dir):
+            for path in directory.iterdir():
+                remove_file(path)
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.save_account()
+
+    # Logs ----------------------------------------------------------------------------------------------
+
+    def append_log(self, pod_id: str, source: str, line: str, now: float) -> dict[str, Any]:
+        """Add a log line; timestamps are strictly increasing per pod so they can serve as SSE event ids."""
+        last = self._last_log_ts.get(pod_id, 0.0)
+        ts = max(round(now, 6), round(last + 1e-6, 6))
+        self._last_log_ts[pod_id] = ts
+        event = {"t": ts, "source": source, "line": line}
+        events = self.logs.setdefault(pod_id, [])
+        events.append(event)
+        if len(events) > MAX_LOG_LINES:
+            del events[: len(events) - MAX_LOG_LINES]
+        with (self.logs_dir / f"{pod_id}.jsonl").open("a") as handle:
+            handle.write(json.dumps(event) + "\n")
+        return event
+
+    def drop_logs(self, pod_id: str) -> None:
+        self.logs.pop(pod_id, None)
+        self._last_log_ts.pop(pod_id, None)
+        remove_file(self.logs_dir / f"{pod_id}.jsonl")

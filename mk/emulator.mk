@@ -1,0 +1,45 @@
+# The RunPod v2 emulator (emulator/runpod_emulator): background server for local runs, and its benchmark.
+#   make emulator-start   podman backend, state in state/emulator, key from EMULATOR_API_KEY or generated
+#   make emulator-stop    stop it (its pods' containers keep running; the next start adopts them)
+#   make bench-emulator   benchmarks/emulator_bench.py
+EMULATOR_STATE ?= $(ROOT)/state/emulator
+EMULATOR_PORT ?= 0
+EMULATOR_BACKEND ?= podman
+
+.PHONY: emulator-start emulator-stop emulator-status bench-emulator
+
+emulator-start: setup
+	@mkdir -p "$(EMULATOR_STATE)"; \
+	if [ -f "$(EMULATOR_STATE)/emulator.pid" ] && kill -0 "$$(cat "$(EMULATOR_STATE)/emulator.pid")" 2>/dev/null; then \
+		echo "emulator: already running (pid $$(cat "$(EMULATOR_STATE)/emulator.pid"))"; exit 0; fi; \
+	umask 077; key_file="$(EMULATOR_STATE)/api-key"; \
+	if [ -n "$${EMULATOR_API_KEY:-}" ]; then printf '%s\n' "$$EMULATOR_API_KEY" > "$$key_file"; \
+	elif [ ! -s "$$key_file" ]; then $(PY) -c 'import secrets; print("emu-" + secrets.token_hex(16))' > "$$key_file"; fi; \
+	chmod 600 "$$key_file"; \
+	rm -f "$(EMULATOR_STATE)/emulator.json"; \
+	PYTHONPATH="$(ROOT)/emulator" nohup $(PY) -m runpod_emulator serve --host 127.0.0.1 --port $(EMULATOR_PORT) \
+		--state-dir "$(EMULATOR_STATE)" --backend $(EMULATOR_BACKEND) --api-key-file "$$key_file" \
+		>> "$(EMULATOR_STATE)/emulator.out" 2>&1 & echo $$! > "$(EMULATOR_STATE)/emulator.pid"; \
+	for _i in $$(seq 1 300); do \
+		if [ -s "$(EMULATOR_STATE)/emulator.json" ]; then break; fi; \
+		if ! kill -0 "$$(cat "$(EMULATOR_STATE)/emulator.pid")" 2>/dev/null; then \
+			echo "emulator: failed to start:"; tail -5 "$(EMULATOR_STATE)/emulator.out"; exit 1; fi; \
+		sleep 0.1; done; \
+	if [ ! -s "$(EMULATOR_STATE)/emulator.json" ]; then echo "emulator: no answer within 30 s"; exit 1; fi; \
+	echo "emulator: $$($(PY) -c 'import json,sys; print(json.load(open(sys.argv[1]))["api_url"])' "$(EMULATOR_STATE)/emulator.json") (pid $$(cat "$(EMULATOR_STATE)/emulator.pid"), key in $$key_file)"
+
+emulator-stop:
+	@pid_file="$(EMULATOR_STATE)/emulator.pid"; \
+	if [ ! -f "$$pid_file" ]; then echo "emulator: not running"; exit 0; fi; \
+	pid=$$(cat "$$pid_file"); \
+	if kill -0 "$$pid" 2>/dev/null; then kill -TERM "$$pid"; \
+		for _i in $$(seq 1 100); do kill -0 "$$pid" 2>/dev/null || break; sleep 0.1; done; \
+		if kill -0 "$$pid" 2>/dev/null; then kill -KILL "$$pid"; fi; fi; \
+	rm -f "$$pid_file"; echo "emulator: stopped (pid $$pid)"
+
+emulator-status:
+	@if [ -f "$(EMULATOR_STATE)/emulator.pid" ] && kill -0 "$$(cat "$(EMULATOR_STATE)/emulator.pid")" 2>/dev/null; then \
+		cat "$(EMULATOR_STATE)/emulator.json"; else echo "emulator: not running"; fi
+
+bench-emulator: setup
+	@$(PY) benchmarks/emulator_bench.py
