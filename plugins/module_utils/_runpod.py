@@ -73,6 +73,10 @@ class RunPodError(Exception):
         self.attempts = attempts
         super(RunPodError, self).__init__(self.message)
 
+    def __str__(self):
+        # Computed on demand: a caller may add detail after construction.
+        return self.message
+
     @property
     def message(self) -> str:
         call = "%s %s" % (self.method, self.path)

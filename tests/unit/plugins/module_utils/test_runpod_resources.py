@@ -1,0 +1,148 @@
+# Copyright: trainops.gpu maintainers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Pod names, SSH key identity, returned shapes, and catalog validation."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import (
+    live_pods_named,
+    parse_pod_name,
+    pod_summary,
+    ssh_key_identity,
+)
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_validate import (
+    validate_pod_body,
+    validate_volume_request,
+)
+
+GPUS = [
+    {"id": "NVIDIA GeForce RTX 4090", "secure": True, "community": True, "maxCount": {"secure": 8, "community": 4}},
+    {"id": "NVIDIA H100 80GB HBM3", "secure": True, "community": False, "maxCount": {"secure": 8, "community": 0}},
+]
+DCS = [
+    {"id": "EU-RO-1", "networkVolumeTypes": ["STANDARD", "HIGH_PERFORMANCE"]},
+    {"id": "US-TX-3", "networkVolumeTypes": ["STANDARD"]},
+    {"id": "XX-NO-1", "networkVolumeTypes": []},
+]
+
+
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("trainops-run42-trainer", ("run42", "trainer")),
+        ("trainops-2026-12-02-a-worker", ("2026-12-02-a", "worker")),
+        ("trainops-run42", None),
+        ("trainops--trainer", None),
+        ("trainops-run42-", None),
+        ("other-run42-trainer", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_parse_pod_name(name, expected):
+    assert parse_pod_name(name) == expected
+
+
+def test_parse_pod_name_with_custom_prefix():
+    assert parse_pod_name("lab-r1-eval", "lab") == ("r1", "eval")
+
+
+def test_ssh_key_identity_ignores_comment():
+    assert ssh_key_identity("ssh-ed25519 AAAAkey me@host") == ("ssh-ed25519", "AAAAkey")
+    assert ssh_key_identity("ssh-ed25519 AAAAkey") == ("ssh-ed25519", "AAAAkey")
+    assert ssh_key_identity("not a key") is None
+    assert ssh_key_identity("ssh-ed25519") is None
+    assert ssh_key_identity(None) is None
+
+
+def test_pod_summary_hides_env_values():
+    pod = {
+        "id": "p",
+        "name": "n",
+        "status": "RUNNING",
+        "env": {"HF_TOKEN": "hf_secret", "A": "1"},
+        "gpu": {"id": "g", "count": 2},
+        "mounts": {"network": [{"volumeId": "v", "path": "/workspace"}]},
+        "ssh": {"direct": {"host": "127.0.0.1", "port": 2201, "username": "root", "command": "ssh"}},
+    }
+    summary = pod_summary(pod)
+    assert summary["env_keys"] == ["A", "HF_TOKEN"]
+    assert "hf_secret" not in repr(summary)
+    assert (summary["ssh_host"], summary["ssh_port"], summary["gpu_count"]) == ("127.0.0.1", 2201, 2)
+    assert summary["network_volume"] == {"id": "v", "path": "/workspace"}
+
+
+def test_live_pods_named_skips_terminated_and_other_names():
+    pods = [
+        {"id": "a", "name": "x", "status": "RUNNING"},
+        {"id": "b", "name": "x", "status": "TERMINATED"},
+        {"id": "c", "name": "xy", "status": "RUNNING"},
+    ]
+    assert [p["id"] for p in live_pods_named(pods, "x")] == ["a"]
+
+
+def body(**extra):
+    base = {"name": "trainops-r-t", "image": "img", "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1}}
+    base.update(extra)
+    return base
+
+
+def test_valid_pod_body_has_no_problems():
+    assert validate_pod_body(body(dataCenterIds=["EU-RO-1"]), GPUS, DCS) == []
+
+
+@pytest.mark.parametrize(
+    "request_body,fragment",
+    [
+        (body(gpu={"id": "NVIDIA GTX 1080", "count": 1}), "unknown GPU type 'NVIDIA GTX 1080'"),
+        (body(gpu={"id": "NVIDIA GeForce RTX 4090", "count": 9}), "gpu_count 9 is out of range"),
+        (body(gpu={"id": "NVIDIA GeForce RTX 4090", "count": 5}, cloud="COMMUNITY"), "1..4"),
+        (body(gpu={"id": "NVIDIA H100 80GB HBM3", "count": 1}, cloud="COMMUNITY"), "not offered on the COMMUNITY"),
+        (body(dataCenterIds=["MARS-1"]), "unknown data center 'MARS-1'"),
+        (body(mounts={"persistent": {"size": 5, "path": "/w"}}), "at least 10 GB"),
+        (body(disk=0), "container_disk"),
+        (body(gpu=None, cpu={"id": "cpu3c", "vcpuCount": 3}), "power of two"),
+        (body(gpu={"id": "NVIDIA GeForce RTX 4090", "count": 1, "minCudaVersion": "12"}), "major.minor"),
+    ],
+)
+def test_invalid_pod_bodies(request_body, fragment):
+    problems = validate_pod_body(request_body, GPUS, DCS)
+    assert any(fragment in p for p in problems), problems
+
+
+def test_network_volume_outside_allowed_data_centers():
+    volume = {"id": "vol1", "dataCenter": "US-TX-3"}
+    request_body = body(dataCenterIds=["EU-RO-1"], mounts={"network": [{"volumeId": "vol1", "path": "/workspace"}]})
+    problems = validate_pod_body(request_body, GPUS, DCS, network_volume=volume)
+    assert len(problems) == 1 and "vol1" in problems[0] and "US-TX-3" in problems[0]
+    assert validate_pod_body(dict(request_body, dataCenterIds=["US-TX-3"]), GPUS, DCS, network_volume=volume) == []
+
+
+def test_missing_network_volume():
+    request_body = body(mounts={"network": [{"volumeId": "nope", "path": "/workspace"}]})
+    problems = validate_pod_body(request_body, GPUS, DCS, network_volume_missing=True)
+    assert problems == ["network volume 'nope' does not exist"]
+
+
+@pytest.mark.parametrize(
+    "size,dc,tier,fragment",
+    [
+        (5, "EU-RO-1", None, "out of range: 10..4096"),
+        (5000, "EU-RO-1", None, "out of range"),
+        (None, "EU-RO-1", None, "size is required"),
+        (20, "MARS-1", None, "unknown data center"),
+        (20, "US-TX-3", "HIGH_PERFORMANCE", "not HIGH_PERFORMANCE"),
+        (20, "XX-NO-1", None, "offers no network volumes"),
+        (20, None, None, "data_center is required"),
+    ],
+)
+def test_invalid_volume_requests(size, dc, tier, fragment):
+    problems = validate_volume_request(size, dc, tier, DCS)
+    assert any(fragment in p for p in problems), problems
+
+
+def test_valid_volume_request():
+    assert validate_volume_request(10, "EU-RO-1", "HIGH_PERFORMANCE", DCS) == []
+    assert validate_volume_request(4096, "US-TX-3", None, DCS) == []
