@@ -7,3 +7,10 @@ runpod-version:
 	@version=$$($(PY) -c 'import yaml; print(yaml.safe_load(open("galaxy.yml"))["version"])'); \
 	sed -i -E "s/^COLLECTION_VERSION = \".*\"/COLLECTION_VERSION = \"$$version\"/" plugins/module_utils/_version.py; \
 	grep -n '^COLLECTION_VERSION' plugins/module_utils/_version.py
+
+# Integration: the modules and the inventory through real ansible-playbook / ansible-inventory / ansible runs
+# against the emulator (memory backend; the tests marked podman use real pod containers).
+runpod-integration: setup image
+	@pytest -p no:cacheprovider tests/integration/runpod
+
+TEST_TARGETS += runpod-integration

@@ -160,6 +160,17 @@ options:
       - How long to wait, in seconds.
     type: int
     default: 600
+  wait_for:
+    description:
+      - With O(wait), what V(present), V(running) and V(restarted) wait for.
+      - V(ssh) (the default) waits until the pod is C(RUNNING), publishes a direct SSH endpoint and that endpoint
+        answers with an SSH banner, the point at which Ansible can reach the pod.
+      - V(endpoint) waits until the pod is C(RUNNING) and publishes its direct SSH endpoint, without connecting to it.
+      - V(running) waits for status C(RUNNING) only, for images without sshd. C(RUNNING) alone is not ready for SSH.
+      - Pods without V(22/tcp) in their ports never get an endpoint; for them every choice means V(running).
+    type: str
+    choices: [ssh, endpoint, running]
+    default: ssh
 seealso:
   - module: trainops.gpu.runpod_pod_info
   - module: trainops.gpu.runpod_ssh_key
@@ -431,19 +442,23 @@ class RunPodPod(RunPodModule):
         if missing:
             self.fail("cannot create a pod without %s" % ", ".join(missing))
         gpu_types = self.client.list_gpu_types() if body.get("gpu") else []
-        data_centers = self.client.list_data_centers() if body.get("dataCenterIds") else []
         volume = None
         if p["network_volume_id"]:
             volume = self.client.get_network_volume(p["network_volume_id"])
             if volume and not body.get("dataCenterIds"):
                 # A network volume attaches only in its own data center: place the pod there.
                 body["dataCenterIds"] = [volume.get("dataCenter")]
+        data_centers = self.client.list_data_centers() if body.get("dataCenterIds") else []
+        volume_missing = bool(p["network_volume_id"]) and volume is None
+        if volume_missing and self.module.check_mode:
+            # In check mode an earlier task may only have pretended to create the volume.
+            self.module.warn(
+                "network volume %s does not exist (yet); check mode cannot validate it" % p["network_volume_id"]
+            )
+            body["mounts"] = {}
+            volume_missing = False
         problems = validate_pod_body(
-            body,
-            gpu_types,
-            data_centers,
-            network_volume=volume,
-            network_volume_missing=bool(p["network_volume_id"]) and volume is None,
+            body, gpu_types, data_centers, network_volume=volume, network_volume_missing=volume_missing
         )
         if problems:
             self.fail(
@@ -637,8 +652,8 @@ class RunPodPod(RunPodModule):
             if state == "present" and pod.get("status") in STOPPED and not self.result["changed"]:
                 return pod
             ports = pod.get("ports") or []
-            if "22/tcp" in ports:
-                return self.client.wait_for_ssh(pod["id"], timeout)
+            if self.params["wait_for"] != "running" and "22/tcp" in ports:
+                return self.client.wait_for_ssh(pod["id"], timeout, probe=self.params["wait_for"] == "ssh")
             return self.client.wait_for_pod(pod["id"], ("RUNNING",), timeout)
         except RunPodWaitTimeout as exc:
             last = exc.resource or pod
@@ -661,6 +676,8 @@ class RunPodPod(RunPodModule):
 
     def run(self):
         state = self.params["state"]
+        if self.params["wait_timeout"] < 1:
+            self.fail("wait_timeout must be at least 1 second, got %s" % self.params["wait_timeout"])
         pod = self.find()
         if state == "absent":
             self.terminate(pod)
@@ -693,6 +710,9 @@ class RunPodPod(RunPodModule):
         after = self.client.get_pod(pod["id"]) if final is None else final
         summary = pod_summary(after) if after else dict(self.result["pod"])
         summary["status"] = (after or {}).get("status") or "TERMINATED"
+        if summary["status"] == "TERMINATED":
+            # A terminated pod has no endpoint and no cost, whatever the last read before it said.
+            summary.update(ssh_host=None, ssh_port=None, ssh_user=None, ssh_command=None, cost_per_hr=0.0, actions=[])
         self.result["pod"] = summary
 
 
@@ -722,6 +742,7 @@ def main():
             start_ssh=dict(type="bool", default=True),
             wait=dict(type="bool", default=True),
             wait_timeout=dict(type="int", default=600),
+            wait_for=dict(type="str", default="ssh", choices=["ssh", "endpoint", "running"]),
         ),
         required_one_of=[("id", "name")],
         mutually_exclusive=[

@@ -220,3 +220,13 @@ def test_wait_for_pod_fails_fast_on_error_status():
     with ScriptedServer([(200, JSON, pod("ERROR"))]) as server, pytest.raises(RunPodError) as caught:
         make_client(server.url, []).wait_for_pod("p1", ("RUNNING",), timeout=30)
     assert "ERROR" in str(caught.value)
+
+
+def test_wait_for_endpoint_without_probing():
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    with ScriptedServer([(200, JSON, pod("STARTING")), (200, JSON, pod("RUNNING", port))]) as server:
+        ready = make_client(server.url, []).wait_for_ssh("p1", timeout=30, probe=False)
+    assert ready["ssh"]["direct"]["port"] == port
