@@ -60,7 +60,7 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-keys:
+ssh_keys:
   description: The account's registered public keys after the change (or as they would be, in check mode).
   returned: always
   type: list
@@ -84,7 +84,7 @@ def updated_keys(registered, key, state) -> list:
 
 
 class RunPodSshKey(RunPodModule):
-    represent = "keys"
+    represent = "ssh_keys"
 
     def run(self):
         p = self.module.params
@@ -95,14 +95,14 @@ class RunPodSshKey(RunPodModule):
             )
         registered = self.client.get_ssh_keys()
         wanted = updated_keys(registered, p["key"], p["state"])
-        self.result["keys"] = wanted
+        self.result["ssh_keys"] = wanted
         if wanted == list(registered):
             return
         self.mark_changed()
         if self.module._diff:
             self.result["diff"] = {"before": "\n".join(registered) + "\n", "after": "\n".join(wanted) + "\n"}
         if not self.module.check_mode:
-            self.result["keys"] = self.client.put_ssh_keys(wanted)
+            self.result["ssh_keys"] = self.client.put_ssh_keys(wanted)
 
 
 def main():

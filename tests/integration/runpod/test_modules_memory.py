@@ -45,3 +45,49 @@ def test_pod_lifecycle(emulator):
     deletes = [r for r in recorded(emulator) if r["method"] == "DELETE"]
     assert len(deletes) == 1
     assert live_pods(emulator) == []
+
+
+def test_volume(emulator):
+    run = run_playbook(emulator, "volume.yml")
+    assert run.rc == 0, run.explain()
+    patches = [r["body"] for r in recorded(emulator) if r["method"] == "PATCH"]
+    assert patches == [{"size": 30}]
+
+
+def test_ssh_keys_keep_the_others(emulator):
+    alice = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAliceAliceAliceAliceAliceAliceAliceAli alice@laptop"
+    bob = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABgQBobBobBobBobBobBobBobBobBob bob@desk"
+    status, _headers, body = emulator.api("PUT", "/v2/account/ssh-keys", {"keys": [alice, bob]})
+    assert status == 200, body
+    run = run_playbook(emulator, "ssh_keys.yml")
+    assert run.rc == 0, run.explain()
+    puts = [r for r in recorded(emulator) if r["method"] == "PUT"]
+    assert len(puts) == 3  # the seed above, add Carol, remove Bob
+    assert emulator.api("GET", "/v2/account/ssh-keys")[2]["keys"][0] == alice
+
+
+def create_pod_directly(emulator, name, **extra):
+    body = {"name": name, "image": "localhost/trainops-pod", "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1}}
+    body.update(extra)
+    status, _headers, pod = emulator.api("POST", "/v2/pods", body)
+    assert status == 201, pod
+    return pod
+
+
+def test_errors_name_the_problem_and_create_nothing(emulator):
+    status, _headers, volume = emulator.api(
+        "POST", "/v2/network-volumes", {"name": "tx-data", "size": 10, "dataCenter": "US-TX-3"}
+    )
+    assert status == 201, volume
+    for name in ("trainops-dup-worker", "trainops-dup-worker", "trainops-imm-trainer"):
+        create_pod_directly(emulator, name)
+    emulator.admin("DELETE", "/_emulator/requests")
+
+    run = run_playbook(emulator, "errors.yml", {"tx_volume_id": volume["id"]})
+    assert run.rc == 0, run.explain()
+    mutating = [(r["method"], r["path"]) for r in recorded(emulator) if r["method"] in MUTATING]
+    assert mutating == []
+    assert len(live_pods(emulator)) == 3
+    dup_ids = sorted(p["id"] for p in live_pods(emulator) if p["name"] == "trainops-dup-worker")
+    duplicate = run.task("Pod requests that cannot succeed")["results"][8]
+    assert sorted(duplicate["pod_ids"]) == dup_ids and all(i in duplicate["msg"] for i in dup_ids)

@@ -1,0 +1,37 @@
+"""Faults the emulator injects: rate limits, gateway errors, a create that fails after it happened, a wrong key."""
+
+from __future__ import annotations
+
+from conftest import live_pods, recorded, run_playbook
+
+
+def test_five_pods_through_429_503_and_a_500_after_create(emulator):
+    # 20% of API requests fail with 429 or 503 (seeded, so the run is reproducible), and the first create
+    # answers 500 although the pod was made.
+    emulator.admin("POST", "/_emulator/faults", {"kind": "429", "rate": 0.1, "seed": 7, "path_prefix": "/v2/"})
+    emulator.admin("POST", "/_emulator/faults", {"kind": "503", "rate": 0.1, "seed": 11, "path_prefix": "/v2/"})
+    emulator.admin("POST", "/_emulator/faults", {"kind": "500_after_create", "count": 1})
+
+    run = run_playbook(emulator, "five_pods.yml")
+    assert run.rc == 0, run.explain()
+    pods = live_pods(emulator)
+    assert sorted(p["name"] for p in pods) == [f"trainops-faults-w{i}" for i in range(5)]
+    statuses = [r["status"] for r in recorded(emulator)]
+    # The faults really happened: otherwise this test proves nothing.
+    assert statuses.count(500) == 1
+    assert statuses.count(429) >= 1 and statuses.count(503) >= 1, statuses
+    reconciled = [r for r in run.task("Create the workers")["results"] if r.get("reconciled")]
+    assert len(reconciled) == 1
+    creates = [r for r in recorded(emulator) if r["method"] == "POST" and r["path"] == "/v2/pods"]
+    assert [r["status"] for r in creates].count(201) == 4  # the fifth pod came from the 500 that had created it
+
+
+def test_wrong_key_fails_once_clearly_without_retries(emulator):
+    run = run_playbook(emulator, "apply.yml", api_key="wrong-key-0000")
+    assert run.rc != 0
+    message = run.task("Register the controller key")["msg"]
+    assert message.startswith("RunPod API call getSshKeys (GET /v2/account/ssh-keys) failed: HTTP 401"), message
+    assert "attempts" not in message and "wrong-key-0000" not in run.stdout + run.stderr
+    sent = recorded(emulator)
+    assert [(r["method"], r["path"], r["status"]) for r in sent] == [("GET", "/v2/account/ssh-keys", 401)]
+    assert live_pods(emulator) == []
