@@ -21,7 +21,7 @@ from typing import Any
 from .backends import BackendError, LaunchSpec, PodBackend
 from .clock import Clock
 from .lifecycle import ACTIVE, transition
-from .persist import atomic_write_json
+from .persist import atomic_write_bytes
 from .store import Store
 
 LOG = logging.getLogger("runpod_emulator.engine")
@@ -216,15 +216,11 @@ class Engine:
             mounts.append((host, network["path"], False))
         if pod.get("gpu"):
             shim_data = pod_dir / "emulator"
-            atomic_write_json(
-                shim_data / "gpus.json",
-                {
-                    "count": pod["gpu_effective_count"],
-                    "name": f"{pod['gpu_name']} (emulated)",
-                    "memory_mib": pod["gpu_memory_mib"],
-                    "pod_id": pod["id"],
-                },
+            conf = (
+                f"count={pod['gpu_effective_count']}\nname={pod['gpu_name']} (emulated)\n"
+                f"memory_mib={pod['gpu_memory_mib']}\npod_id={pod['id']}\n"
             )
+            atomic_write_bytes(shim_data / "gpus.conf", conf.encode(), mode=0o644)
             mounts.append((shim_data, SHIM_DATA_IN_POD, True))
             mounts.append((SHIM, "/usr/local/bin/nvidia-smi", True))
         return LaunchSpec(pod["id"], pod["gen"], env, "22/tcp" in pod["ports"], mounts)

@@ -5,16 +5,20 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
     """Write JSON to a temporary file, fsync it, rename it over `path`, then fsync the directory."""
+    atomic_write_bytes(path, json.dumps(data, indent=1, sort_keys=True).encode())
+
+
+def atomic_write_bytes(path: Path, payload: bytes, mode: int = 0o600) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    payload = json.dumps(data, indent=1, sort_keys=True).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         os.write(fd, payload)
         os.fsync(fd)
