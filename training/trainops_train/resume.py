@@ -58,11 +58,18 @@ def tidy_root(root: str, events: EventSink) -> None:
             events("prune_finished", path=path)
 
 
+class PayloadLoadError(RuntimeError):
+    """A payload file that verified but torch.load (weights_only) rejects."""
+
+
 def _load_payloads(path: str, manifest: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    return {
-        name: torch.load(os.path.join(path, name), map_location=device, weights_only=True)
-        for name in sorted(manifest["files"])
-    }
+    payloads = {}
+    for name in sorted(manifest["files"]):
+        try:
+            payloads[name] = torch.load(os.path.join(path, name), map_location=device, weights_only=True)
+        except Exception as exc:  # any unpickling failure makes the checkpoint unusable
+            raise PayloadLoadError(f"{name}: load failed: {type(exc).__name__}: {exc}") from exc
+    return payloads
 
 
 def load_newest_valid(root: str, device: torch.device, events: EventSink) -> LoadedCheckpoint | None:
@@ -78,9 +85,9 @@ def load_newest_valid(root: str, device: torch.device, events: EventSink) -> Loa
         assert newest.manifest is not None and newest.manifest_sha256 is not None and newest.step is not None
         try:
             payloads = _load_payloads(newest.path, newest.manifest, device)
-        except Exception as exc:
+        except PayloadLoadError as exc:
             aside = fmt.move_aside(newest.path, fmt.ASIDE_CORRUPT)
-            events("aside", path=aside, step=newest.step, reason=f"verified but failed to load: {exc}")
+            events("aside", path=aside, step=newest.step, reason=f"verified but did not load: {exc}")
             continue
         return LoadedCheckpoint(newest.step, newest.path, newest.manifest, newest.manifest_sha256, payloads)
 

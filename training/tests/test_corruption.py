@@ -1,0 +1,264 @@
+"""Corruption: each damage done to the newest checkpoint the real trainer wrote is detected by the
+checkpoint_verify module (really run by ansible-playbook) and by the trainer, which falls back to the
+previous checkpoint, moves the damaged one aside and still ends identical to the reference run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+from trainer_harness import ROOT, events, journal, process_log, result, run_trainer, write_config
+from trainops_train._format import fmt
+
+CONFIG = {"steps": 120, "checkpoint": {"every_steps": 20, "keep_last": 3}}
+NEWEST = fmt.step_dirname(120)
+PREVIOUS_STEP = 100
+
+
+def _rewrite_sums_and_manifest(directory: pathlib.Path, mutate_manifest=None) -> None:
+    """Re-hash a checkpoint after its payload changed, so it is self-consistent (as if written so)."""
+    manifest = json.loads((directory / fmt.MANIFEST_NAME).read_text())
+    hashes = {}
+    for name in manifest["files"]:
+        digest, size = fmt.sha256_file(str(directory / name))
+        manifest["files"][name] = {"size": size, "sha256": digest}
+        hashes[name] = digest
+    if mutate_manifest:
+        mutate_manifest(manifest)
+    data = fmt.manifest_bytes(manifest)
+    (directory / fmt.MANIFEST_NAME).write_bytes(data)
+    hashes[fmt.MANIFEST_NAME] = hashlib.sha256(data).hexdigest()
+    (directory / fmt.SUMS_NAME).write_text(fmt.format_sums(hashes))
+
+
+def flipped_byte(ckpt: pathlib.Path) -> pathlib.Path:
+    path = ckpt / NEWEST / "model.pt"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    return ckpt / NEWEST
+
+
+def truncated_file(ckpt: pathlib.Path) -> pathlib.Path:
+    path = ckpt / NEWEST / "optim.pt"
+    os.truncate(path, path.stat().st_size // 2)
+    return ckpt / NEWEST
+
+
+def missing_sums(ckpt: pathlib.Path) -> pathlib.Path:
+    (ckpt / NEWEST / fmt.SUMS_NAME).unlink()
+    return ckpt / NEWEST
+
+
+def missing_manifest(ckpt: pathlib.Path) -> pathlib.Path:
+    (ckpt / NEWEST / fmt.MANIFEST_NAME).unlink()
+    return ckpt / NEWEST
+
+
+def empty_directory(ckpt: pathlib.Path) -> pathlib.Path:
+    for entry in (ckpt / NEWEST).iterdir():
+        entry.unlink()
+    return ckpt / NEWEST
+
+
+def stray_temp_directory(ckpt: pathlib.Path) -> pathlib.Path:
+    """What a save killed before its commit leaves: a temporary directory, no step-N."""
+    temp = ckpt / fmt.temp_dirname(120, 4242, "beef")
+    (ckpt / NEWEST).rename(temp)
+    (temp / fmt.SUMS_NAME).unlink()
+    (ckpt / fmt.LATEST_NAME).write_text(NEWEST + "\n")
+    return temp
+
+
+def unloadable_payload(ckpt: pathlib.Path) -> pathlib.Path:
+    """Hashes and manifest consistent, but model.pt is not a torch file: only loading finds it."""
+    (ckpt / NEWEST / "model.pt").write_bytes(b"PK\x03\x04 this is not a torch checkpoint" * 50)
+    _rewrite_sums_and_manifest(ckpt / NEWEST)
+    return ckpt / NEWEST
+
+
+def broken_chain(ckpt: pathlib.Path) -> pathlib.Path:
+    """Self-consistent, but its manifest does not chain to the predecessor present next to it."""
+    _rewrite_sums_and_manifest(ckpt / NEWEST, lambda m: m.update(previous_manifest_sha256="0" * 64))
+    return ckpt / NEWEST
+
+
+# case -> (damage, what the verifier must say about it, whether only loading detects it)
+CASES = {
+    "flipped_byte": (flipped_byte, "model.pt: sha256 mismatch", False),
+    "truncated_file": (truncated_file, "optim.pt: size", False),
+    "missing_sums": (missing_sums, "SHA256SUMS missing", False),
+    "missing_manifest": (missing_manifest, "manifest.json missing", False),
+    "empty_directory": (empty_directory, "empty directory", False),
+    "stray_temp_directory": (stray_temp_directory, None, False),
+    "unloadable_payload": (unloadable_payload, "model.pt: load failed", True),
+    "broken_chain": (broken_chain, "manifest chain broken", False),
+}
+
+
+@pytest.fixture(scope="module")
+def pristine(reference_runs) -> pathlib.Path:
+    return reference_runs(1, **CONFIG)
+
+
+def _damaged_copy(pristine: pathlib.Path, directory: pathlib.Path, case: str) -> tuple[pathlib.Path, pathlib.Path]:
+    run_dir = directory / case
+    shutil.copytree(pristine, run_dir)
+    damaged = CASES[case][0](run_dir / "ckpt")
+    return run_dir, damaged
+
+
+def _ansible_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(ROOT / "collections")
+    env["ANSIBLE_HOST_KEY_CHECKING"] = "False"
+    env["ANSIBLE_LOCALHOST_WARNING"] = "False"
+    env["ANSIBLE_INVENTORY_UNPARSED_WARNING"] = "False"
+    env["ANSIBLE_NOCOLOR"] = "1"
+    return env
+
+
+PLAYBOOK = """
+- name: Run checkpoint_verify over damaged checkpoint roots
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Verify each root
+      trainops.gpu.checkpoint_verify:
+        path: "{{ item.path }}"
+        load: "{{ item.load }}"
+      loop: "{{ cases }}"
+      register: verified
+    - name: Verify one checkpoint directory directly
+      trainops.gpu.checkpoint_verify:
+        path: "{{ item }}"
+      loop: "{{ single }}"
+      register: single_verified
+    - name: Quarantine in check mode
+      trainops.gpu.checkpoint_verify:
+        path: "{{ quarantine_root }}"
+        quarantine: true
+      check_mode: true
+      register: quarantine_check
+    - name: Quarantine
+      trainops.gpu.checkpoint_verify:
+        path: "{{ quarantine_root }}"
+        quarantine: true
+      register: quarantine_real
+    - name: Quarantine again (nothing left to move)
+      trainops.gpu.checkpoint_verify:
+        path: "{{ quarantine_root }}"
+        quarantine: true
+        require_valid: true
+      register: quarantine_again
+    - name: Require a valid checkpoint where there is none
+      trainops.gpu.checkpoint_verify:
+        path: "{{ empty_root }}"
+        require_valid: true
+      register: none_valid
+      ignore_errors: true
+    - name: Write what the module returned
+      ansible.builtin.copy:
+        content: "{{ {'verified': verified.results, 'single': single_verified.results,
+                      'quarantine_check': quarantine_check, 'quarantine_real': quarantine_real,
+                      'quarantine_again': quarantine_again, 'none_valid': none_valid} | to_json }}"
+        dest: "{{ out }}"
+        mode: "0644"
+"""
+
+
+def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
+    roots = {}
+    for case in CASES:
+        run_dir, _damaged = _damaged_copy(pristine, tmp_path, case)
+        roots[case] = run_dir / "ckpt"
+    quarantine_run = tmp_path / "quarantine"
+    shutil.copytree(pristine, quarantine_run)
+    flipped_byte(quarantine_run / "ckpt")
+    quarantine_root = quarantine_run / "ckpt"
+    empty_root = tmp_path / "empty_root"
+    empty_root.mkdir()
+    extra = {
+        "cases": [{"path": str(roots[case]), "load": CASES[case][2] or case == "flipped_byte"} for case in CASES],
+        "single": [str(pristine / "ckpt" / NEWEST), str(roots["truncated_file"] / NEWEST)],
+        "quarantine_root": str(quarantine_root),
+        "empty_root": str(empty_root),
+        "out": str(tmp_path / "out.json"),
+        # the "target host" is this machine; its Python has torch (needed for load: true)
+        "ansible_python_interpreter": sys.executable,
+    }
+    (tmp_path / "vars.json").write_text(json.dumps(extra))
+    (tmp_path / "verify.yml").write_text(PLAYBOOK)
+    playbook_bin = str(pathlib.Path(sys.executable).with_name("ansible-playbook"))
+    completed = subprocess.run(
+        [playbook_bin, "-i", "localhost,", "-c", "local", str(tmp_path / "verify.yml"), "-e", f"@{tmp_path}/vars.json"],
+        env=_ansible_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout[-6000:] + completed.stderr[-3000:]
+    out = json.loads((tmp_path / "out.json").read_text())
+
+    for case, returned in zip(CASES, out["verified"], strict=True):
+        expected_error = CASES[case][1]
+        assert returned["kind"] == "root", case
+        assert returned["valid"] is True and returned["changed"] is False, case
+        assert returned["newest_valid_step"] == PREVIOUS_STEP, (case, returned["corrupt"])
+        assert returned["newest_valid_path"] == str(roots[case] / fmt.step_dirname(PREVIOUS_STEP))
+        if expected_error is None:  # the stray temporary directory: reported, not a checkpoint
+            assert returned["corrupt"] == [], case
+            assert returned["stray_temp"] == [str(roots[case] / fmt.temp_dirname(120, 4242, "beef"))]
+            assert returned["latest_hint"] == NEWEST  # a hint naming a checkpoint that does not exist
+        else:
+            assert [c["step"] for c in returned["corrupt"]] == [120], (case, returned["corrupt"])
+            assert any(expected_error in error for error in returned["corrupt"][0]["errors"]), (case, returned)
+        if CASES[case][2] or case == "flipped_byte":
+            assert returned["loaded"]["ok"] is True and returned["loaded"]["path"] == returned["newest_valid_path"]
+        # nothing was moved: verification alone changes nothing
+        assert (roots[case] / NEWEST).exists() or case == "stray_temp_directory"
+
+    good, bad = out["single"]
+    assert good["kind"] == "checkpoint" and good["valid"] and good["newest_valid_step"] == 120
+    assert bad["kind"] == "checkpoint" and not bad["valid"] and bad["newest_valid_step"] is None
+
+    check, real, again = out["quarantine_check"], out["quarantine_real"], out["quarantine_again"]
+    assert check["changed"] is True and check["quarantined"][0]["path"] == str(quarantine_root / NEWEST)
+    assert real["changed"] is True and len(real["quarantined"]) == 1
+    moved_to = pathlib.Path(real["quarantined"][0]["moved_to"])
+    assert fmt.parse_aside_dirname(moved_to.name) == (NEWEST, fmt.ASIDE_CORRUPT)
+    assert moved_to.is_dir() and not (quarantine_root / NEWEST).exists()  # moved aside, not deleted
+    assert again["changed"] is False and again["quarantined"] == [] and str(moved_to) in again["aside"]
+    assert out["none_valid"]["failed"] is True and "no valid checkpoint" in out["none_valid"]["msg"]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_trainer_falls_back_past_damage(tmp_path, pristine, case):
+    run_dir, damaged = _damaged_copy(pristine, tmp_path, case)
+    config = write_config(tmp_path, **CONFIG)
+    rc = run_trainer(config, run_dir)
+    assert rc == 0, process_log(run_dir)
+    log = events(run_dir)
+    resumed = [event for event in log if event["event"] == "resume"]
+    assert resumed[-1]["step"] == PREVIOUS_STEP, resumed
+    aside = [event for event in log if event["event"] == "aside"]
+    assert len(aside) == 1, aside
+    moved = pathlib.Path(aside[0]["path"])
+    kind = fmt.ASIDE_PARTIAL if case == "stray_temp_directory" else fmt.ASIDE_CORRUPT
+    assert fmt.parse_aside_dirname(moved.name) == (damaged.name.lstrip("."), kind)
+    # moved aside, not deleted; (a new step-120 is written again by the resumed run)
+    assert moved.is_dir() and (case != "stray_temp_directory" or not damaged.exists())
+    if CASES[case][1] is not None:
+        assert CASES[case][1].split(":")[0] in aside[0]["reason"], aside
+    # the fallback recomputed the lost steps exactly
+    assert journal(run_dir) == journal(pristine)
+    assert result(run_dir)["weights_sha256"] == result(pristine)["weights_sha256"]
+    report = fmt.verify_root(str(run_dir / "ckpt"))
+    assert report.newest_valid is not None and report.newest_valid.step == 120 and not report.corrupt
