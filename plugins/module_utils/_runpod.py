@@ -435,8 +435,9 @@ class RunPodClient(object):
             query += [("include", "AVAILABILITY"), ("product", "POD")]
             if gpu_count:
                 query.append(("count", str(gpu_count)))
-        if cloud:
-            query.append(("cloud", cloud))
+            # cloud and count are valid only with include=AVAILABILITY (400 otherwise).
+            if cloud:
+                query.append(("cloud", cloud))
         return (self.request("listGpuTypes", "GET", "/v2/catalog/gpus", query=query or None) or {}).get("gpus") or []
 
     def list_data_centers(self, gpu_availability=False) -> list:

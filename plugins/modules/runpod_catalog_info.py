@@ -51,7 +51,7 @@ options:
     default: 1
   cloud:
     description:
-      - Only GPU types offered on this cloud.
+      - Only GPU types offered on this cloud. With O(availability), availability is computed for this cloud.
     type: str
     choices: [SECURE, COMMUNITY]
 seealso:
@@ -113,6 +113,8 @@ class RunPodCatalogInfo(RunPodModule):
             self.fail("gpu_count must be at least 1, got %s" % p["gpu_count"])
         gpus = self.client.list_gpu_types(availability=p["availability"], gpu_count=p["gpu_count"], cloud=p["cloud"])
         centers = self.client.list_data_centers(gpu_availability=p["availability"])
+        if p["cloud"]:
+            gpus = [g for g in gpus if g.get(p["cloud"].lower())]
         if p["gpu_type"]:
             gpus = [g for g in gpus if g.get("id") == p["gpu_type"]]
         if p["data_center"]:

@@ -141,3 +141,50 @@ def emulator(memory_emulator):
     memory_emulator.admin("DELETE", "/_emulator/faults")
     memory_emulator.admin("DELETE", "/_emulator/requests")
     return memory_emulator
+
+
+def spec_path() -> Path | None:
+    """RunPod's official OpenAPI document: <repo root>/../shared/runpod/openapi-v2.json, else /work/shared/..."""
+    for candidate in (
+        ROOT.parent / "shared" / "runpod" / "openapi-v2.json",
+        Path("/work/shared/runpod/openapi-v2.json"),
+    ):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="session")
+def openapi():
+    path = spec_path()
+    if path is None:
+        pytest.skip("RunPod's openapi-v2.json is not present beside this checkout")
+    from openapi_core import OpenAPI
+
+    return OpenAPI.from_dict(json.loads(path.read_text()))
+
+
+def spec_violations(openapi, requests: list[dict[str, Any]]) -> list[str]:
+    """Each recorded request checked against the official spec: path, method, query and body."""
+    from urllib.parse import parse_qsl
+
+    from openapi_core.testing import MockRequest
+
+    problems = []
+    for sent in requests:
+        body = None if sent.get("body") is None else json.dumps(sent["body"]).encode()
+        request = MockRequest(
+            "https://api.runpod.io",
+            sent["method"],
+            sent["path"],
+            args=parse_qsl(sent.get("query_string") or "", keep_blank_values=True),
+            headers={"Authorization": "Bearer key", **({"Content-Type": "application/json"} if body else {})},
+            data=body,
+        )
+        try:
+            openapi.validate_request(request)
+        except Exception as exc:  # every validation failure is reported, whatever its class
+            causes = getattr(exc, "__cause__", None)
+            details = getattr(causes, "schema_errors", None) or [causes] if causes else []
+            problems.append(f"{sent['method']} {sent['path']}?{sent.get('query_string')}: {exc}; {details}")
+    return problems

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from conftest import MUTATING, live_pods, recorded, run_playbook
+from conftest import MUTATING, live_pods, recorded, run_playbook, spec_violations
 
 
-def test_check_mode_apply_and_idempotence(emulator):
+def test_check_mode_apply_and_idempotence(emulator, openapi):
     check = run_playbook(emulator, "apply.yml", check=True, diff=True)
     assert check.rc == 0, check.explain()
     assert check.stats["changed"] == 4
@@ -34,9 +34,10 @@ def test_check_mode_apply_and_idempotence(emulator):
 
     check_again = run_playbook(emulator, "apply.yml", check=True)
     assert check_again.rc == 0 and check_again.stats["changed"] == 0, check_again.explain()
+    assert spec_violations(openapi, recorded(emulator)) == []
 
 
-def test_pod_lifecycle(emulator):
+def test_pod_lifecycle(emulator, openapi):
     run = run_playbook(emulator, "lifecycle.yml")
     assert run.rc == 0, run.explain()
     # Check-mode tasks sent nothing that mutates: the only actions are the real ones.
@@ -45,16 +46,18 @@ def test_pod_lifecycle(emulator):
     deletes = [r for r in recorded(emulator) if r["method"] == "DELETE"]
     assert len(deletes) == 1
     assert live_pods(emulator) == []
+    assert spec_violations(openapi, recorded(emulator)) == []
 
 
-def test_volume(emulator):
+def test_volume(emulator, openapi):
     run = run_playbook(emulator, "volume.yml")
     assert run.rc == 0, run.explain()
     patches = [r["body"] for r in recorded(emulator) if r["method"] == "PATCH"]
     assert patches == [{"size": 30}]
+    assert spec_violations(openapi, recorded(emulator)) == []
 
 
-def test_ssh_keys_keep_the_others(emulator):
+def test_ssh_keys_keep_the_others(emulator, openapi):
     alice = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAliceAliceAliceAliceAliceAliceAliceAli alice@laptop"
     bob = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABgQBobBobBobBobBobBobBobBobBob bob@desk"
     status, _headers, body = emulator.api("PUT", "/v2/account/ssh-keys", {"keys": [alice, bob]})
@@ -64,6 +67,7 @@ def test_ssh_keys_keep_the_others(emulator):
     puts = [r for r in recorded(emulator) if r["method"] == "PUT"]
     assert len(puts) == 3  # the seed above, add Carol, remove Bob
     assert emulator.api("GET", "/v2/account/ssh-keys")[2]["keys"][0] == alice
+    assert spec_violations(openapi, recorded(emulator)) == []
 
 
 def create_pod_directly(emulator, name, **extra):
@@ -91,3 +95,23 @@ def test_errors_name_the_problem_and_create_nothing(emulator):
     dup_ids = sorted(p["id"] for p in live_pods(emulator) if p["name"] == "trainops-dup-worker")
     duplicate = run.task("Pod requests that cannot succeed")["results"][8]
     assert sorted(duplicate["pod_ids"]) == dup_ids and all(i in duplicate["msg"] for i in dup_ids)
+
+
+def test_info_modules_and_request_conformance(emulator, openapi):
+    create_pod_directly(emulator, "trainops-info-trainer")
+    run = run_playbook(emulator, "info.yml")
+    assert run.rc == 0, run.explain()
+    sent = recorded(emulator)
+    paths = {r["path"] for r in sent}
+    assert {"/v2/catalog/gpus", "/v2/catalog/datacenters", "/v2/billing/pods", "/v2/billing/network-volumes"} <= paths
+    assert spec_violations(openapi, sent) == []
+
+
+def test_spec_check_catches_a_bad_request(openapi):
+    # The conformance check must be able to fail: an unknown field and a bad action are both violations.
+    bad = [
+        {"method": "POST", "path": "/v2/pods", "query_string": "", "body": {"name": "x", "bogus": 1}},
+        {"method": "POST", "path": "/v2/pods/p1/action", "query_string": "", "body": {"action": "explode"}},
+        {"method": "GET", "path": "/v2/catalog/gpus", "query_string": "include=EVERYTHING", "body": None},
+    ]
+    assert len(spec_violations(openapi, bad)) == 3
