@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .backends import BackendError, LaunchSpec, PodBackend
+from .backends import BackendError, ContainerState, LaunchSpec, PodBackend
 from .clock import Clock
 from .lifecycle import ACTIVE, transition
 from .persist import atomic_write_bytes
@@ -337,14 +337,14 @@ class Engine:
                     self.store.save_pod(pod)
                 else:
                     self.store.save_pod(pod)
-            orphans = [pod_id for pod_id in (containers or {}) if pod_id not in self.store.pods]
-        for pod_id in orphans:
-            LOG.warning("removing container of unknown pod %s", pod_id)
-            self._remove_quietly(pod_id)
+            orphans = [found for pod_id, found in (containers or {}).items() if pod_id not in self.store.pods]
+        for found in orphans:
+            self._remove_orphan(found)
 
-    def _remove_quietly(self, pod_id: str) -> None:
+    def _remove_orphan(self, found: ContainerState) -> None:
+        LOG.warning("removing container %s of unknown pod %s", found.container_id[:12], found.pod_id)
         try:
-            self.backend.remove(pod_id)
+            self.backend.remove_container(found.container_id)
         except BackendError as exc:
             LOG.warning("%s", exc)
 
@@ -365,7 +365,7 @@ class Engine:
                 quiet = pod_id not in self._inflight and self._op_done_at.get(pod_id, 0) < started
                 if pod is None:
                     if quiet:
-                        orphans.append(pod_id)
+                        orphans.append(found)
                 elif quiet and not pod.get("container_present"):
                     pod["container_present"] = True
                     pod["container_gen"] = found.gen
@@ -380,8 +380,8 @@ class Engine:
                     pod["container_present"] = found is not None
                     pod["gen"] += 1
                     transition(self.store, now, pod, "EXITED", "container stopped unexpectedly (host failure)")
-        for pod_id in orphans:
-            self._remove_quietly(pod_id)
+        for found in orphans:
+            self._remove_orphan(found)
 
     def wait_idle(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

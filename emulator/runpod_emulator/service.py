@@ -498,8 +498,8 @@ class Service:
                 self.engine.wait_idle(120)
                 backend = self.engine.backend
                 containers = backend.list_containers() or {}
-                for pod_id in containers:
-                    backend.remove(pod_id)
+                for found in containers.values():
+                    backend.remove_container(found.container_id)
                 with self.store.lock:
                     self.store.wipe()
             finally:

@@ -28,6 +28,7 @@ class ContainerState:
     pod_id: str
     gen: int | None
     running: bool
+    container_id: str = ""
 
 
 class PodBackend(Protocol):
@@ -55,6 +56,9 @@ class PodBackend(Protocol):
 
     def list_containers(self) -> dict[str, ContainerState] | None:
         """This emulator's containers by pod id; None when the backend has no containers."""
+
+    def remove_container(self, container_id: str) -> None:
+        """Remove one of this emulator's containers by its id (orphans may have any name)."""
 
     def container_logs(self, pod_id: str) -> list[tuple[float, str]]:
         """(epoch, line) of the pod's current container output."""

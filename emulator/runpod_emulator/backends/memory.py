@@ -44,5 +44,8 @@ class MemoryBackend:
     def list_containers(self) -> dict[str, ContainerState] | None:
         return None
 
+    def remove_container(self, container_id: str) -> None:
+        return None
+
     def container_logs(self, pod_id: str) -> list[tuple[float, str]]:
         return []

@@ -163,11 +163,14 @@ class PodmanBackend:
                 pod_id=labels[LABEL_POD],
                 gen=int(gen) if gen and gen.isdigit() else None,
                 running=row.get("State") == "running",
+                container_id=str(row.get("Id", "")),
             )
         return found
 
-    def remove_orphan(self, pod_id: str) -> None:
-        self.remove(pod_id)
+    def remove_container(self, container_id: str) -> None:
+        result = self._run(["rm", "-f", "-t", "0", container_id])
+        if result.returncode != 0 and "no such container" not in result.stderr.lower():
+            raise BackendError(f"podman rm of container {container_id[:12]} failed: {result.stderr.strip()[-300:]}")
 
     def container_logs(self, pod_id: str) -> list[tuple[float, str]]:
         result = self._run(["logs", "-t", self.container_name(pod_id)], timeout_s=30)

@@ -1,0 +1,55 @@
+"""An emulator restart (clean or killed) keeps every record and reconciles with the containers that exist."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import GPU, pod_image, podman, require_podman_image, ssh_run
+from runpod_emulator.testing import EmulatorProcess
+
+pytestmark = pytest.mark.podman
+
+
+def test_restart_adopts_running_pods_marks_vanished_exited_and_removes_unknown(tmp_path, ssh_keypair):
+    require_podman_image()
+    key, public_key = ssh_keypair
+    prefix = "rpemu-restart"
+    emu = EmulatorProcess(backend="podman", state_dir=tmp_path / "emu", extra_args=["--container-prefix", prefix])
+    bystander_id = None
+    try:
+        emu.start()
+        emu.admin("PUT", "/v2/account/ssh-keys", {"keys": [public_key]})
+        volume = emu.admin("POST", "/v2/network-volumes", {"name": "keep", "size": 10, "dataCenter": "EU-RO-1"})
+        body = {"image": "i", "gpu": {"id": GPU}, "ports": ["22/tcp"], "startSsh": True}
+        survivor = emu.admin("POST", "/v2/pods", {"name": "survivor", **body})
+        victim = emu.admin("POST", "/v2/pods", {"name": "victim", **body})
+        for pod in (survivor, victim):
+            emu.wait_for(pod["id"], lambda p: p["ssh"]["direct"] is not None, 90)
+        old_port = emu.api("GET", f"/v2/pods/{survivor['id']}")[2]["ssh"]["direct"]["port"]
+
+        emu.kill()  # SIGKILL: nothing flushed at exit
+        assert podman("rm", "-f", "-t", "0", f"{prefix}-{victim['id']}").returncode == 0
+        # A container with this emulator's label but no record: must go. One without the label: must stay.
+        label = f"trainops.emulator.state={emu.state_dir}"
+        ghost = podman("run", "-d", "--label", label, "--label", "trainops.emulator.pod=ghost", pod_image())
+        bystander = podman("run", "-d", "--label", "trainops.emulator.state=/elsewhere", pod_image())
+        assert ghost.returncode == 0 and bystander.returncode == 0
+        bystander_id = bystander.stdout.strip()
+
+        emu.start()
+        pods = {p["name"]: p for p in emu.api("GET", "/v2/pods")[2]["pods"]}
+        assert set(pods) == {"survivor", "victim"}
+        assert pods["victim"]["status"] == "EXITED"
+        assert emu.api("GET", "/v2/network-volumes")[2]["networkVolumes"][0]["id"] == volume["id"]
+        assert emu.api("GET", "/v2/account/ssh-keys")[2] == {"keys": [public_key]}
+        adopted = emu.wait_for(survivor["id"], lambda p: p["ssh"]["direct"] is not None, 60)
+        assert adopted["status"] == "RUNNING" and adopted["ssh"]["direct"]["port"] == old_port
+        assert ssh_run(key, old_port, "true").returncode == 0
+        assert podman("container", "exists", ghost.stdout.strip()).returncode != 0
+        assert podman("container", "exists", bystander_id).returncode == 0
+        billing = emu.api("GET", "/v2/billing/pods")[2]
+        assert billing["metadata"]["uniquePodCount"] == 2
+    finally:
+        if bystander_id:
+            podman("rm", "-f", "-t", "0", bystander_id)
+        emu.close()
+    assert not podman("ps", "-aq", "--filter", f"label=trainops.emulator.state={emu.state_dir}").stdout.strip()
