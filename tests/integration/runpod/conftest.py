@@ -115,7 +115,9 @@ def run_inventory(emulator: EmulatorProcess, source: Path, *args: str, **env: st
         command, cwd=ROOT, env=ansible_env(emulator, **env), capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
-    return unwrap(json.loads(done.stdout)), done.stdout + done.stderr
+    # With -v, messages precede the JSON document on stdout.
+    start = 0 if done.stdout.startswith("{") else done.stdout.index("\n{") + 1
+    return unwrap(json.loads(done.stdout[start:])), done.stdout + done.stderr
 
 
 def recorded(emulator: EmulatorProcess) -> list[dict[str, Any]]:

@@ -1,0 +1,117 @@
+"""The trainops.gpu.runpod inventory against the emulator's memory backend, through real ansible-inventory runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import ROOT, recorded, run_inventory
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIInventoryTestKeyInventoryTestKey00001 inv@test"
+
+
+def make_pod(emulator, name, data_center="EU-RO-1", ports=("22/tcp",)):
+    body = {
+        "name": name,
+        "image": "localhost/trainops-pod",
+        "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1},
+        "dataCenterIds": [data_center],
+        "ports": list(ports),
+        "startSsh": True,
+    }
+    status, _headers, pod = emulator.api("POST", "/v2/pods", body)
+    assert status == 201, pod
+    return pod
+
+
+def write_config(path: Path, cache_dir: Path, **options: str) -> Path:
+    lines = [
+        "plugin: trainops.gpu.runpod",
+        "api_url: \"{{ lookup('ansible.builtin.env', 'TEST_EMULATOR_URL') }}\"",
+        "api_key: \"{{ lookup('ansible.builtin.env', 'TEST_EMULATOR_KEY') }}\"",
+        "cache: true",
+        "cache_plugin: ansible.builtin.jsonfile",
+        f"cache_connection: {cache_dir}",
+        "cache_timeout: 600",
+        "keyed_groups:",
+        "  - key: runpod_cloud",
+        "    prefix: cloud",
+    ]
+    lines += [f"{key}: {value}" for key, value in options.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_hosts_groups_vars_filters_and_cache(emulator, tmp_path):
+    assert emulator.api("PUT", "/v2/account/ssh-keys", {"keys": [KEY]})[0] == 200
+    trainer = make_pod(emulator, "trainops-r7-trainer")
+    make_pod(emulator, "trainops-r7-eval", data_center="EU-SE-1")
+    make_pod(emulator, "jupyter-notebook")
+    workers = [make_pod(emulator, "trainops-r7-worker") for _ in range(2)]
+    noport = make_pod(emulator, "trainops-r9-noport", ports=())
+    stopped = make_pod(emulator, "trainops-r8-trainer")
+    for pod in (trainer, stopped, *workers):
+        emulator.wait_for(pod["id"], lambda p: p["ssh"]["direct"] is not None, 30)
+    emulator.wait_for(noport["id"], lambda p: p["status"] == "RUNNING", 30)
+    assert emulator.api("POST", f"/v2/pods/{stopped['id']}/action", {"action": "stop"})[0] == 200
+    emulator.wait_for(stopped["id"], lambda p: p["status"] == "EXITED", 30)
+    trainer = emulator.api("GET", f"/v2/pods/{trainer['id']}")[2]
+
+    env = {"TEST_EMULATOR_URL": emulator.url, "TEST_EMULATOR_KEY": emulator.api_key, "RUNPOD_API_KEY": ""}
+    config = write_config(tmp_path / "all.runpod.yml", tmp_path / "cache")
+    emulator.admin("DELETE", "/_emulator/requests")
+    inventory, output = run_inventory(emulator, config, "-v", **env)
+
+    hostvars = inventory["_meta"]["hostvars"]
+    worker_hosts = sorted(f"trainops-r7-worker_{w['id']}" for w in workers)
+    assert sorted(hostvars) == sorted(["jupyter-notebook", "trainops-r7-eval", "trainops-r7-trainer", *worker_hosts])
+    assert f"skipping pod {noport['id']} (trainops-r9-noport, RUNNING): no direct SSH endpoint" in output
+    host = hostvars["trainops-r7-trainer"]
+    assert (host["ansible_host"], host["ansible_port"], host["ansible_user"]) == (
+        "127.0.0.1",
+        trainer["ssh"]["direct"]["port"],
+        "root",
+    )
+    assert host["runpod_id"] == trainer["id"] and host["runpod_run_id"] == "r7" and host["runpod_role"] == "trainer"
+    assert not any(key in host for key in ("id", "name", "status", "env"))
+    assert sorted(inventory["runpod_run_r7"]["hosts"]) == sorted(
+        ["trainops-r7-eval", "trainops-r7-trainer", *worker_hosts]
+    )
+    assert sorted(inventory["runpod_role_trainer"]["hosts"]) == ["trainops-r7-trainer"]
+    assert "trainops-r7-eval" in inventory["runpod_dc_eu_se_1"]["hosts"]
+    assert len(inventory["runpod_status_running"]["hosts"]) == 5
+    assert len(inventory["runpod_gpu_nvidia_geforce_rtx_4090"]["hosts"]) == 5
+    assert len(inventory["cloud_SECURE"]["hosts"]) == 5
+    assert [(r["method"], r["path"]) for r in recorded(emulator)] == [("GET", "/v2/pods")]
+
+    # Served from the cache: the same inventory, no API call at all.
+    emulator.admin("DELETE", "/_emulator/requests")
+    cached, _output = run_inventory(emulator, config, **env)
+    assert cached == inventory
+    assert recorded(emulator) == []
+    # --flush-cache reads the API again.
+    run_inventory(emulator, config, "--flush-cache", **env)
+    assert len(recorded(emulator)) == 1
+
+    only_r7 = write_config(tmp_path / "r7.runpod.yml", tmp_path / "cache-r7", name_prefix="trainops-r7-")
+    inventory, _output = run_inventory(emulator, only_r7, **env)
+    assert len(inventory["_meta"]["hostvars"]) == 4
+
+    exited = write_config(tmp_path / "exited.runpod.yml", tmp_path / "cache-exited", statuses="[EXITED]")
+    inventory, output = run_inventory(emulator, exited, "-v", **env)
+    assert inventory["_meta"]["hostvars"] == {}
+    assert f"skipping pod {stopped['id']} (trainops-r8-trainer, EXITED)" in output
+
+
+def test_local_inventory_reads_the_emulator_state_file(emulator):
+    assert emulator.api("PUT", "/v2/account/ssh-keys", {"keys": [KEY]})[0] == 200
+    pod = make_pod(emulator, "trainops-local-trainer")
+    pod = emulator.wait_for(pod["id"], lambda p: p["ssh"]["direct"] is not None, 30)
+    env = {
+        "RUNPOD_API_URL": "",
+        "RUNPOD_API_KEY": "",
+        "RUNPOD_EMULATOR_STATE_DIR": str(emulator.state_dir),
+        "RUNPOD_EMULATOR_API_KEY": emulator.api_key,
+    }
+    inventory, _output = run_inventory(emulator, ROOT / "inventories" / "local.runpod.yml", **env)
+    host = inventory["_meta"]["hostvars"]["trainops-local-trainer"]
+    assert host["ansible_port"] == pod["ssh"]["direct"]["port"]
