@@ -1,0 +1,126 @@
+"""The command line contract: exit statuses, refusals before anything is created or changed, the writer
+lock, and the telemetry hooks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+
+from trainer_harness import (
+    EXIT_INTERRUPTED,
+    TRAINING,
+    events,
+    journal,
+    last_step,
+    process_log,
+    result,
+    run_trainer,
+    start_trainer,
+    trainer_command,
+    trainer_env,
+    wait_for,
+    write_config,
+)
+from trainops_train import config as config_lib
+from trainops_train._format import fmt
+from trainops_train.trainer import StepRecord, Trainer
+
+EXIT_USAGE = 2
+BASE = {"steps": 120, "checkpoint": {"every_steps": 20, "keep_last": 3}}
+
+
+def test_bad_config_is_refused_before_anything_is_created(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"steps": 10, "optim": {"learning_rate": 0.1}}))
+    run_dir = tmp_path / "run"
+    completed = subprocess.run(
+        trainer_command(config, run_dir),
+        env=trainer_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == EXIT_USAGE, completed.stderr
+    assert "unknown config key(s): optim.learning_rate" in completed.stderr
+    assert not run_dir.exists()
+
+
+def test_resume_under_a_changed_config_is_refused_unless_allowed(tmp_path, reference_runs):
+    pristine = reference_runs(1, **BASE)
+    run_dir = tmp_path / "run"
+    shutil.copytree(pristine, run_dir)
+    before = sorted(p.name for p in (run_dir / "ckpt").iterdir())
+    changed = write_config(tmp_path / "changed", **{**BASE, "steps": 140, "optim": {"lr": 0.02}})
+    completed = subprocess.run(
+        trainer_command(changed, run_dir), env=trainer_env(), capture_output=True, text=True, timeout=120, check=False
+    )
+    assert completed.returncode == EXIT_USAGE, completed.stderr
+    assert "refusing to resume from step 120: config hash" in completed.stderr
+    assert "--allow-config-change" in completed.stderr
+    assert sorted(p.name for p in (run_dir / "ckpt").iterdir()) == before
+    assert journal(run_dir) == journal(pristine)
+
+    rc = run_trainer(changed, run_dir, extra=("--allow-config-change",))
+    assert rc == 0, process_log(run_dir)
+    log = events(run_dir)
+    assert [e["event"] for e in log if e["event"] in ("config_change_allowed", "resume")][-2:] == [
+        "config_change_allowed",
+        "resume",
+    ]
+    assert journal(run_dir)[:120] == journal(pristine) and len(journal(run_dir)) == 140
+    newest = fmt.verify_root(str(run_dir / "ckpt")).newest_valid
+    assert (
+        newest is not None
+        and newest.step == 140
+        and newest.manifest["config_hash"]
+        != (fmt.verify_checkpoint(str(pristine / "ckpt" / fmt.step_dirname(120))).manifest["config_hash"])
+    )
+
+
+def test_a_second_trainer_on_the_same_run_is_refused(tmp_path):
+    config = write_config(tmp_path, steps=100000, checkpoint={"every_steps": 1000})
+    run_dir = tmp_path / "run"
+    first = start_trainer(config, run_dir)
+    try:
+        wait_for(lambda: last_step(run_dir) >= 1 or first.poll() is not None)
+        second = subprocess.run(
+            trainer_command(config, run_dir),
+            env=trainer_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert second.returncode == EXIT_USAGE, second.stderr
+        assert "another trainer is writing checkpoints" in second.stderr
+    finally:
+        first.send_signal(signal.SIGTERM)
+        rc = first.wait(timeout=120)
+    assert rc == EXIT_INTERRUPTED, process_log(run_dir)
+    status = result(run_dir)
+    assert status["status"] == "interrupted" and status["signal"] == "SIGTERM"
+    newest = fmt.verify_root(str(run_dir / "ckpt")).newest_valid
+    assert newest is not None and newest.step == status["step"]
+
+
+def test_telemetry_hooks_see_every_step(tmp_path, monkeypatch):
+    hook_module = tmp_path / "hooks_for_test.py"
+    hook_module.write_text("RECORDS = []\n\ndef collect(record):\n    RECORDS.append(record)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(TRAINING))
+    for variable in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(variable, raising=False)
+    direct: list[StepRecord] = []
+    config = config_lib.from_dict({"steps": 25, "telemetry_hooks": ["hooks_for_test:collect"]})
+    outcome = Trainer(config, str(tmp_path / "run"), hooks=[direct.append]).run()
+    import hooks_for_test
+
+    assert outcome.exit_code == 0 and outcome.step == 25
+    assert [r.step for r in direct] == list(range(1, 26))
+    assert direct == hooks_for_test.RECORDS
+    assert [(r.step, float.hex(r.loss), float.hex(r.lr)) for r in direct] == journal(tmp_path / "run")
+    assert sys.modules["hooks_for_test"] is hooks_for_test
