@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from . import catalog, schema
 from .clock import to_rfc3339
@@ -184,7 +184,7 @@ class Handler(BaseHTTPRequestHandler):
         decision = FaultDecision()
         try:
             split = urlsplit(self.path)
-            path = split.path
+            path = unquote(split.path)
             query = parse_qs(split.query, keep_blank_values=True)
             raw_body = self._read_body()
             body = _parse_json(raw_body)
