@@ -82,15 +82,12 @@ options:
 """
 
 EXAMPLES = r"""
-# inventories/cloud.runpod.yml: every running pod of this collection
-plugin: trainops.gpu.runpod
-api_key: "{{ vault_runpod_api_key }}"
-name_prefix: trainops-
-
-# inventories/local.runpod.yml: the local emulator, its URL and key from the environment
+# inventories/local.runpod.yml: the local emulator, its URL and key from the environment.
+# For RunPod itself, drop api_url and set api_key: "{{ vault_runpod_api_key }}".
 plugin: trainops.gpu.runpod
 api_url: "{{ lookup('ansible.builtin.env', 'RUNPOD_API_URL', default='http://127.0.0.1:8765') }}"
 api_key: "{{ lookup('ansible.builtin.env', 'RUNPOD_API_KEY') }}"
+name_prefix: trainops-
 cache: true
 cache_plugin: ansible.builtin.jsonfile
 cache_connection: .cache/runpod-inventory

@@ -186,7 +186,7 @@ def spec_violations(openapi, requests: list[dict[str, Any]]) -> list[str]:
         try:
             openapi.validate_request(request)
         except Exception as exc:  # every validation failure is reported, whatever its class
-            causes = getattr(exc, "__cause__", None)
-            details = getattr(causes, "schema_errors", None) or [causes] if causes else []
+            cause = exc.__cause__
+            details = list(getattr(cause, "schema_errors", None) or ([cause] if cause is not None else []))
             problems.append(f"{sent['method']} {sent['path']}?{sent.get('query_string')}: {exc}; {details}")
     return problems

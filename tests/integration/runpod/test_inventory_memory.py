@@ -46,7 +46,7 @@ def test_hosts_groups_vars_filters_and_cache(emulator, tmp_path):
     trainer = make_pod(emulator, "trainops-r7-trainer")
     make_pod(emulator, "trainops-r7-eval", data_center="EU-SE-1")
     make_pod(emulator, "jupyter-notebook")
-    workers = [make_pod(emulator, "trainops-r7-worker") for _ in range(2)]
+    workers = [make_pod(emulator, "trainops-r7-worker"), make_pod(emulator, "trainops-r7-worker")]
     noport = make_pod(emulator, "trainops-r9-noport", ports=())
     stopped = make_pod(emulator, "trainops-r8-trainer")
     for pod in (trainer, stopped, *workers):
