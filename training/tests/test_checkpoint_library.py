@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 import torch
-from trainer_harness import ROOT
+from trainer_harness import ROOT, assert_sha256sum_accepts
 from trainops_train import cadence, journal
 from trainops_train import config as config_lib
 from trainops_train._format import fmt
@@ -21,18 +21,6 @@ from trainops_train.checkpoint_writer import (
     CheckpointSaveError,
     CheckpointWriter,
 )
-
-
-def assert_sha256sum_accepts(checkpoint: pathlib.Path) -> None:
-    completed = subprocess.run(
-        ["sha256sum", "--check", "--strict", fmt.SUMS_NAME],
-        cwd=checkpoint,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stdout + completed.stderr
 
 
 def _payloads(step: int) -> dict[str, object]:

@@ -4,12 +4,14 @@ written. After every kill each committed checkpoint verifies, the next start res
 
 from __future__ import annotations
 
+import pathlib
 import random
 import signal
 import time
 
 import pytest
 from trainer_harness import (
+    assert_sha256sum_accepts,
     events,
     interruption_seed,
     journal,
@@ -85,6 +87,8 @@ def test_sigkill_at_random_moments_never_loads_a_partial_checkpoint(tmp_path, re
             # a kill never leaves a committed checkpoint partial: every step-N verifies
             assert not report.corrupt, f"{context}: {[(c.path, c.errors) for c in report.corrupt]}"
             assert not any(fmt.parse_aside_dirname(p.split("/")[-1])[1] == "corrupt" for p in report.aside)
+            for checkpoint in report.checkpoints:
+                assert_sha256sum_accepts(pathlib.Path(checkpoint.path))
         resumed = [event for event in life if event["event"] == "resume"]
         if resumed:
             # it resumed from the newest checkpoint that was valid when it started, never from anything else

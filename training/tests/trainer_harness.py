@@ -169,3 +169,15 @@ def events(run_dir: pathlib.Path) -> list[dict[str, Any]]:
 def process_log(run_dir: pathlib.Path) -> str:
     path = run_dir / "process.log"
     return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+
+def assert_sha256sum_accepts(checkpoint: pathlib.Path) -> None:
+    completed = subprocess.run(
+        ["sha256sum", "--check", "--strict", "SHA256SUMS"],
+        cwd=checkpoint,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr

@@ -1,0 +1,23 @@
+# The reference trainer and checkpoint library (training/), and the checkpoint benchmark.
+#   make training-test      the trainer's tests alone (make pytest runs them too, with everything else)
+#   make training-smoke     one short run of the trainer in runs/training-smoke, then checkpoint_verify on it
+#   make bench-checkpoint   benchmarks/checkpoint_bench.py (writes under CHECKPOINT_BENCH_DIR, a disk)
+CHECKPOINT_BENCH_DIR ?= /var/tmp
+TRAINING_SMOKE_DIR ?= $(ROOT)/runs/training-smoke
+
+.PHONY: training-test training-smoke bench-checkpoint
+
+training-test: setup
+	@pytest training/tests
+
+training-smoke: setup
+	@mkdir -p "$(TRAINING_SMOKE_DIR)"
+	@printf '%s\n' '{"run_id": "training-smoke", "steps": 200, "checkpoint": {"every_steps": 50, "keep_last": 2}}' \
+		> "$(TRAINING_SMOKE_DIR)/config.json"
+	@PYTHONPATH="$(ROOT)/training" $(PY) -m trainops_train.train --config "$(TRAINING_SMOKE_DIR)/config.json" \
+		--run-dir "$(TRAINING_SMOKE_DIR)"
+	@ansible localhost -m trainops.gpu.checkpoint_verify -e ansible_python_interpreter=$(PY) \
+		-a "path=$(TRAINING_SMOKE_DIR)/ckpt load=true require_valid=true" | head -5
+
+bench-checkpoint: setup
+	@$(PY) benchmarks/checkpoint_bench.py --dir "$(CHECKPOINT_BENCH_DIR)"
