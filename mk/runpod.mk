@@ -14,3 +14,7 @@ runpod-integration: setup image
 	@pytest -p no:cacheprovider tests/integration/runpod
 
 TEST_TARGETS += runpod-integration
+
+# Inventory over 1,000 emulated pods: API calls (uncached, cached) and parse time against a static baseline.
+runpod-bench: setup
+	@$(PY) benchmarks/inventory_bench.py
