@@ -35,3 +35,25 @@ def test_wrong_key_fails_once_clearly_without_retries(emulator):
     sent = recorded(emulator)
     assert [(r["method"], r["path"], r["status"]) for r in sent] == [("GET", "/v2/account/ssh-keys", 401)]
     assert live_pods(emulator) == []
+
+
+def test_dropped_create_is_resent_only_after_looking_the_name_up(emulator):
+    # The connection drops before the emulator handles the create: no pod exists, so the module may send it again.
+    emulator.admin(
+        "POST", "/_emulator/faults", {"kind": "drop", "count": 1, "method": "POST", "path_prefix": "/v2/pods"}
+    )
+    run = run_playbook(emulator, "five_pods.yml", {"pod_count": 1, "run_id": "drop"})
+    assert run.rc == 0, run.explain()
+    assert [p["name"] for p in live_pods(emulator)] == ["trainops-drop-w0"]
+    calls = [(r["method"], r["path"]) for r in recorded(emulator) if r["path"] == "/v2/pods"]
+    dropped = calls.index(("POST", "/v2/pods"))
+    # After the dropped POST: a lookup by name, then the one create that succeeded.
+    assert calls[dropped + 1 : dropped + 3] == [("GET", "/v2/pods"), ("POST", "/v2/pods")]
+    assert calls.count(("POST", "/v2/pods")) == 2
+
+
+def test_wait_timeout_reports_the_created_pod(emulator):
+    run = run_playbook(emulator, "wait_timeout.yml")
+    assert run.rc == 0, run.explain()
+    pod_id = run.task("Create a pod and wait for SSH that never answers")["pod_id"]
+    assert [p["id"] for p in live_pods(emulator)] == [pod_id]
