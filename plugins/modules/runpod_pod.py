@@ -649,7 +649,8 @@ class RunPodPod(RunPodModule):
         try:
             if state == "stopped":
                 return self.client.wait_for_pod(pod["id"], ("EXITED", "ERROR"), timeout)
-            if state == "present" and pod.get("status") in STOPPED and not self.result["changed"]:
+            if state == "present" and pod.get("status") in STOPPED:
+                # present keeps a stopped pod stopped: there is nothing to wait for.
                 return pod
             ports = pod.get("ports") or []
             if self.params["wait_for"] != "running" and "22/tcp" in ports:
@@ -683,8 +684,11 @@ class RunPodPod(RunPodModule):
             self.terminate(pod)
             return
         if pod is None:
-            if self.params["id"] and not self.params["name"]:
-                self.fail("no pod with id %s exists; to create one give name (RunPod assigns ids)" % self.params["id"])
+            if self.params["id"]:
+                # Never create on a missing id: the caller meant an existing pod, and the name may be taken.
+                self.fail(
+                    "no pod with id %s exists; to create one give name only (RunPod assigns ids)" % self.params["id"]
+                )
             if state in ("stopped", "restarted"):
                 self.fail("state=%s needs an existing pod, and none named %r exists" % (state, self.params["name"]))
             pod = self.create()
