@@ -183,7 +183,11 @@ class RunPodNetworkVolume(RunPodModule):
                 if not exc.ambiguous:
                     raise
                 failure = exc
+            # The create may have happened: look it up, twice a moment apart when the first read finds nothing.
             matches = volumes_named(self.client.list_network_volumes(), body["name"], body["dataCenter"])
+            if not matches:
+                time.sleep(1.0)
+                matches = volumes_named(self.client.list_network_volumes(), body["name"], body["dataCenter"])
             if len(matches) == 1:
                 self.module.warn(
                     "createNetworkVolume for %r failed (%s) but the volume exists: adopted %s"

@@ -17,8 +17,8 @@ description:
   - Every create request is validated against the catalog first (GPU type, GPU count, data centers, the
     network volume's data center, sizes); a request that cannot succeed fails before anything is created.
   - A create that fails with a server error or a dropped connection may still have created the pod. The
-    module then looks the name up again and adopts the pod it finds; it re-sends the create only when no
-    such pod exists, so a retry never leaves a duplicate behind.
+    module then looks the name up again and adopts the pod it finds; it re-sends the create only when two
+    reads a second apart find no such pod, so a retry does not leave a duplicate behind.
 author:
   - trainops.gpu maintainers (!UNKNOWN)
 extends_documentation_fragment:
@@ -330,6 +330,8 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources imp
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_validate import validate_pod_body
 
 COMING_UP = ("PROVISIONING", "STARTING")
+# Pause between the two lookups that decide whether a failed create happened.
+RECHECK_DELAY_S = 1.0
 STOPPED = ("EXITED", "ERROR")
 
 
@@ -496,8 +498,12 @@ class RunPodPod(RunPodModule):
                 if not exc.ambiguous:
                     raise
                 failure = exc
-            # The create may have happened although no answer said so: look the name up first.
+            # The create may have happened although no answer said so: look the name up first, twice
+            # a moment apart when the first read finds nothing, since a new pod may take a moment to be listed.
             matches = live_pods_named(self.client.list_pods(), name)
+            if not matches:
+                time.sleep(RECHECK_DELAY_S)
+                matches = live_pods_named(self.client.list_pods(), name)
             if len(matches) == 1:
                 self.result["reconciled"] = True
                 self.module.warn(

@@ -47,8 +47,8 @@ def test_dropped_create_is_resent_only_after_looking_the_name_up(emulator):
     assert [p["name"] for p in live_pods(emulator)] == ["trainops-drop-w0"]
     calls = [(r["method"], r["path"]) for r in recorded(emulator) if r["path"] == "/v2/pods"]
     dropped = calls.index(("POST", "/v2/pods"))
-    # After the dropped POST: a lookup by name, then the one create that succeeded.
-    assert calls[dropped + 1 : dropped + 3] == [("GET", "/v2/pods"), ("POST", "/v2/pods")]
+    # After the dropped POST: two lookups by name a moment apart, then the one create that succeeded.
+    assert calls[dropped + 1 : dropped + 4] == [("GET", "/v2/pods"), ("GET", "/v2/pods"), ("POST", "/v2/pods")]
     assert calls.count(("POST", "/v2/pods")) == 2
 
 
