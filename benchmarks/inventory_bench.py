@@ -28,10 +28,15 @@ os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", str(ROOT / "collections"))
 os.environ.setdefault("ANSIBLE_CONFIG", str(ROOT / "ansible.cfg"))
 sys.path.insert(0, str(ROOT / "emulator"))
 
+from ansible.plugins.loader import init_plugin_loader  # noqa: E402
+
+# What the ansible CLIs do first: make collections (trainops.gpu among them) importable.
+init_plugin_loader([os.environ["ANSIBLE_COLLECTIONS_PATH"]])
+
 import yaml  # noqa: E402
 from ansible.inventory.manager import InventoryManager  # noqa: E402
 from ansible.parsing.dataloader import DataLoader  # noqa: E402
-from ansible.plugins.loader import init_plugin_loader  # noqa: E402
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod import RunPodClient  # noqa: E402
 from runpod_emulator.testing import EmulatorProcess  # noqa: E402
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBenchmarkKeyBenchmarkKeyBenchmarkKey0001 bench@local"
@@ -100,8 +105,6 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    # What the ansible CLIs do first: make collections (trainops.gpu among them) importable.
-    init_plugin_loader([os.environ["ANSIBLE_COLLECTIONS_PATH"]])
 
     with (
         tempfile.TemporaryDirectory(prefix="inventory-bench-") as tmp,
@@ -142,6 +145,13 @@ def main() -> int:
             if hosts != ready or cached_hosts != hosts:
                 raise SystemExit(f"inventory gave {hosts} hosts ({cached_hosts} cached) for {ready} pods with SSH")
 
+        client = RunPodClient(api_key=emulator.api_key, api_url=emulator.url)
+        fetch = []
+        for _repeat in range(args.repeats):
+            started = time.perf_counter()
+            client.list_pods()
+            fetch.append(time.perf_counter() - started)
+
         static = work / "static.yml"
         static_copy(source, static)
         baseline = [parse_seconds(static)[0] for _repeat in range(args.repeats)]
@@ -156,6 +166,7 @@ def main() -> int:
         "parse_s_uncached_median": round(statistics.median(uncached), 3),
         "parse_s_cached_median": round(statistics.median(cached), 3),
         "parse_s_static_yaml_baseline_median": round(statistics.median(baseline), 3),
+        "list_pods_call_s_median": round(statistics.median(fetch), 3),
     }
     figures["ratio_uncached_to_static"] = round(
         figures["parse_s_uncached_median"] / figures["parse_s_static_yaml_baseline_median"], 2
