@@ -166,8 +166,8 @@ class Engine:
         error = None
         try:
             self.backend.launch(spec)
-        except BackendError as exc:
-            error = str(exc)
+        except Exception as exc:  # any failure is the pod's ERROR, never a retry loop
+            error = str(exc) or type(exc).__name__
         with self.store.lock:
             pod = self.store.pods.get(pod_id)
             if pod is None:
@@ -230,8 +230,8 @@ class Engine:
         port = None
         try:
             port = self.backend.wait_running(pod_id, timeout_s=60)
-        except BackendError as exc:
-            error = str(exc)
+        except Exception as exc:  # any failure is the pod's ERROR, never a retry loop
+            error = str(exc) or type(exc).__name__
         with self.store.lock:
             pod = self.store.pods.get(pod_id)
             if pod is None or pod["gen"] != gen:
@@ -258,8 +258,8 @@ class Engine:
                 self.store.append_log(pod_id, "system", f"sshd answers on 127.0.0.1:{port}", now)
                 self.store.save_pod(pod)
             else:
-                pod["ssh_next_probe"] = now + 0.2
-                if now + 0.2 >= pod["ssh_deadline"]:
+                pod["ssh_next_probe"] = now + 0.1
+                if now + 0.1 >= pod["ssh_deadline"]:
                     self.store.append_log(pod_id, "system", f"sshd did not answer within {self.ssh_timeout_s} s", now)
 
     def _remove(self, pod_id: str) -> None:

@@ -68,6 +68,12 @@ def _validate_object(value: dict[str, Any], schema: dict[str, Any], path: str) -
             errors.append(f"{path}: missing required property '{name}'")
     if len(value) < schema.get("minProperties", 0):
         errors.append(f"{path}: must have at least {schema['minProperties']} properties")
+    names = schema.get("propertyNames")
+    if names is not None:
+        for name in value:
+            errors.extend(
+                f"{path}: property name {name!r} {msg.split(': ', 1)[1]}" for msg in validate(name, names, path)
+            )
     extra = schema.get("additionalProperties", True)
     for name, item in value.items():
         if name in properties:
@@ -101,19 +107,25 @@ def require_object(body: Any) -> dict[str, Any]:
     return body
 
 
-_ENV = {"type": "object", "additionalProperties": {"type": "string"}}
+# The emulator hands env to podman and paths to `-v host:path`: names must be env names, no NUL, no colon.
+_ENV = {
+    "type": "object",
+    "propertyNames": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+    "additionalProperties": {"type": "string", "pattern": r"^[^\x00]*$"},
+}
+_MOUNT_PATH = {"type": "string", "pattern": r"^/[^\x00:,]*$"}
 _PORTS = {"type": "array", "items": {"type": "string", "pattern": _PORT}}
 _PERSISTENT = {
     "type": "object",
     "required": ["size", "path"],
     "additionalProperties": False,
-    "properties": {"size": {"type": "integer", "minimum": 10}, "path": {"type": "string", "pattern": r"^/"}},
+    "properties": {"size": {"type": "integer", "minimum": 10}, "path": _MOUNT_PATH},
 }
 _NETWORK_MOUNT = {
     "type": "object",
     "required": ["volumeId", "path"],
     "additionalProperties": False,
-    "properties": {"volumeId": {"type": "string", "minLength": 1}, "path": {"type": "string", "pattern": r"^/"}},
+    "properties": {"volumeId": {"type": "string", "minLength": 1}, "path": _MOUNT_PATH},
 }
 MOUNTS = {
     "type": "object",

@@ -114,6 +114,13 @@ def test_locked_pod_cannot_stop(memory_emulator):
         ({"name": "x", "image": "i", "gpu": {"id": GPU}, "cloud": "MOON"}, 422, "$.cloud"),
         ({"name": "x", "image": "i", "gpu": {"id": GPU}, "ports": ["22"]}, 422, "$.ports[0]"),
         ({"name": "x", "image": "i", "gpu": {"id": GPU}, "env": {"A": 1}}, 422, "$.env.A"),
+        ({"name": "x", "image": "i", "gpu": {"id": GPU}, "env": {"A=B": "1"}}, 422, "property name 'A=B'"),
+        ({"name": "x", "image": "i", "gpu": {"id": GPU}, "env": {"A": "a\u0000b"}}, 422, "$.env.A"),
+        (
+            {"name": "x", "image": "i", "gpu": {"id": GPU}, "mounts": {"persistent": {"size": 10, "path": "/a:/b"}}},
+            422,
+            "$.mounts.persistent.path",
+        ),
         ({"name": "x", "image": "i", "gpu": {"id": GPU}, "cpu": {"id": "cpu3c", "vcpuCount": 2}}, 400, "not both"),
         ({"name": "x", "image": "i"}, 400, "exactly one of gpu or cpu"),
         (

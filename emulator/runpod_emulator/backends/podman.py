@@ -73,7 +73,6 @@ class PodmanBackend:
 
     def launch(self, spec: LaunchSpec) -> None:
         name = self.container_name(spec.pod_id)
-        self._run(["rm", "-f", "-t", "0", name])
         args = [
             "run",
             "-d",
@@ -102,6 +101,10 @@ class PodmanBackend:
             args += ["-v", f"{host_dir}:{container_path}{':ro' if read_only else ''}"]
         args.append(self.image)
         result = self._run(args, env=env)
+        if result.returncode != 0 and "already in use" in result.stderr:
+            # A container of an earlier incarnation that no record knew about (a crash mid-launch).
+            self._run(["rm", "-f", "-t", "0", name])
+            result = self._run(args, env=env)
         if result.returncode != 0:
             self._run(["rm", "-f", "-t", "0", name])
             raise BackendError(f"podman run of {name} failed: {result.stderr.strip()[-500:]}")
