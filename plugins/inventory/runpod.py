@@ -14,7 +14,7 @@ description:
     which RunPod assigns anew on every start, so run the inventory again after a stop and start.
   - Pods without an endpoint yet (provisioning, stopped, no C(22/tcp) port) are skipped, with a message at C(-v).
   - Host variables are the pod's fields prefixed with C(runpod_), so they cannot collide with reserved variables.
-  - Groups, all prefixed C(runpod_) and made safe for Ansible (lowercase, C(_) for other characters):
+  - Groups, all prefixed C(runpod_) and made safe for Ansible (lowercase, C(_) for other characters), are
     C(runpod) (every pod), C(runpod_status_<status>), C(runpod_gpu_<gpu type>), C(runpod_dc_<data center>),
     and for pods named C(<prefix>-<run_id>-<role>) C(runpod_run_<run_id>) and C(runpod_role_<role>).
   - With O(cache) enabled the raw API answer is cached, never the built inventory; a run served from the
