@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 from trainer_harness import (
     EXIT_INTERRUPTED,
@@ -105,6 +106,20 @@ def test_a_second_trainer_on_the_same_run_is_refused(tmp_path):
     assert status["status"] == "interrupted" and status["signal"] == "SIGTERM"
     newest = fmt.verify_root(str(run_dir / "ckpt")).newest_valid
     assert newest is not None and newest.step == status["step"]
+
+
+def test_sigterm_during_startup_exits_resumable_without_training(tmp_path):
+    config = write_config(tmp_path)
+    run_dir = tmp_path / "run"
+    process = start_trainer(config, run_dir)
+    # the handlers are installed before torch is imported, which takes a second or more
+    time.sleep(0.3)
+    process.send_signal(signal.SIGTERM)
+    rc = process.wait(timeout=120)
+    assert rc == EXIT_INTERRUPTED, process_log(run_dir)
+    status = result(run_dir)
+    assert status["status"] == "interrupted" and status["step"] == 0 and status["signal"] == "SIGTERM"
+    assert journal(run_dir) == []
 
 
 def test_telemetry_hooks_see_every_step(tmp_path, monkeypatch):

@@ -19,8 +19,7 @@ import sys
 import traceback
 
 from . import config as config_lib
-from . import resume
-from .trainer import EXIT_FAILED, EXIT_USAGE, StopFlag, Trainer
+from .signals import EXIT_FAILED, EXIT_USAGE, StopFlag
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -37,7 +36,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     stop = StopFlag()
-    stop.install()  # before anything slow, so an early SIGTERM is not fatal
+    stop.install()  # before torch is imported: a SIGTERM during the import is handled like any other
     args = parse_args(argv)
     try:
         config = config_lib.load(args.config)
@@ -45,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"trainops_train: config error: {exc}\n")
         return EXIT_USAGE
     run_dir = args.run_dir or os.path.join("runs", config.run_id)
+    # torch comes in with these: only now, once the signal handlers are in place
+    from . import resume
+    from .trainer import Trainer
+
     try:
         result = Trainer(config, run_dir, stop=stop, allow_config_change=args.allow_config_change).run()
     except (config_lib.ConfigError, resume.ResumeRefused, resume.RootLocked) as exc:

@@ -9,9 +9,7 @@ import json
 import math
 import os
 import random
-import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -29,14 +27,18 @@ from .cadence import CheckpointCadence
 from .checkpoint_writer import CheckpointWriter, replace_text_atomically
 from .data import DataPosition, ShardedSampler, make_dataset
 from .model import build_model, weights_sha256
+from .signals import EXIT_FAILED, EXIT_FINISHED, EXIT_INTERRUPTED, EXIT_USAGE, STATUS_BY_EXIT, StopFlag
 
-# Exit statuses of `python -m trainops_train.train` (each rank under torchrun).
-EXIT_FINISHED = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2  # bad config or arguments, or resume refused: nothing was trained
-EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: stopped by SIGTERM/SIGINT after writing a checkpoint; run again to resume
-
-STATUS_BY_EXIT = {EXIT_FINISHED: "finished", EXIT_INTERRUPTED: "interrupted", EXIT_USAGE: "refused"}
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_FINISHED",
+    "EXIT_INTERRUPTED",
+    "EXIT_USAGE",
+    "RunResult",
+    "StepRecord",
+    "StopFlag",
+    "Trainer",
+]
 
 # Seeds of the different random streams stay apart from each other and from other ranks.
 _SAMPLER_SEED_OFFSET = 2
@@ -65,26 +67,6 @@ class RunResult:
     step: int
     weights_sha256: str | None
     checkpoint: str | None
-
-
-class StopFlag:
-    """Set by SIGTERM/SIGINT; read at step boundaries. The handler does nothing else."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self.signal_name: str | None = None
-
-    def set(self, signum: int | None = None) -> None:
-        if signum is not None and self.signal_name is None:
-            self.signal_name = signal.Signals(signum).name
-        self._event.set()
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-    def install(self) -> None:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda number, _frame: self.set(number))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,7 +220,7 @@ class Trainer:
         lock_fd = None
         try:
             emit("start", rank=self.rank, world_size=self.world_size, config_hash=self.config_hash)
-            failure: str | None = None
+            failure: tuple[str, str] | None = None
             loaded: resume.LoadedCheckpoint | None = None
             if self.rank == 0:
                 try:
@@ -252,12 +234,15 @@ class Trainer:
                         if differences:
                             emit("config_change_allowed", differences=differences)
                 except (resume.ResumeRefused, resume.RootLocked) as exc:
-                    failure = str(exc)
+                    failure = ("refused", str(exc))
+                except Exception as exc:  # the other ranks must hear of it rather than wait for a broadcast
+                    failure = ("error", f"resume failed: {type(exc).__name__}: {exc}")
             # every rank loads the same committed checkpoint that rank 0 chose
             failure, chosen = self._broadcast((failure, loaded.path if loaded else None))
             if failure is not None:
-                emit("refused", reason=failure)
-                raise resume.ResumeRefused(failure)
+                kind, reason = failure
+                emit("refused" if kind == "refused" else "failed", reason=reason)
+                raise resume.ResumeRefused(reason) if kind == "refused" else RuntimeError(reason)
             if chosen is not None and self.rank != 0:
                 with open(os.path.join(chosen, fmt.MANIFEST_NAME), encoding="utf-8") as handle:
                     manifest = json.load(handle)
