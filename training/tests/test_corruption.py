@@ -163,11 +163,27 @@ PLAYBOOK = """
         require_valid: true
       register: none_valid
       ignore_errors: true
+    - name: A load that hangs is killed after load_timeout and fails the module
+      trainops.gpu.checkpoint_verify:
+        path: "{{ quarantine_root }}"
+        load: true
+        load_timeout: 1
+        python: "{{ hanging_python }}"
+      register: load_hangs
+      ignore_errors: true
+    - name: Loading with an interpreter that has no torch fails with a clear message
+      trainops.gpu.checkpoint_verify:
+        path: "{{ quarantine_root }}"
+        load: true
+        python: "{{ python_without_torch }}"
+      register: no_torch
+      ignore_errors: true
     - name: Write what the module returned
       ansible.builtin.copy:
         content: "{{ {'verified': verified.results, 'single': single_verified.results,
                       'quarantine_check': quarantine_check, 'quarantine_real': quarantine_real,
-                      'quarantine_again': quarantine_again, 'none_valid': none_valid} | to_json }}"
+                      'quarantine_again': quarantine_again, 'none_valid': none_valid,
+                      'load_hangs': load_hangs, 'no_torch': no_torch} | to_json }}"
         dest: "{{ out }}"
         mode: "0644"
 """
@@ -184,11 +200,20 @@ def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
     quarantine_root = quarantine_run / "ckpt"
     empty_root = tmp_path / "empty_root"
     empty_root.mkdir()
+    # stand-ins for a target's interpreter: one that never answers, one without torch
+    hanging_python = tmp_path / "hanging-python"
+    hanging_python.write_text("#!/bin/sh\nexec sleep 60\n")
+    hanging_python.chmod(0o755)
+    python_without_torch = tmp_path / "python-without-torch"
+    python_without_torch.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
+    python_without_torch.chmod(0o755)
     extra = {
         "cases": [{"path": str(roots[case]), "load": CASES[case][2] or case == "flipped_byte"} for case in CASES],
         "single": [str(pristine / "ckpt" / NEWEST), str(roots["truncated_file"] / NEWEST)],
         "quarantine_root": str(quarantine_root),
         "empty_root": str(empty_root),
+        "hanging_python": str(hanging_python),
+        "python_without_torch": str(python_without_torch),
         "out": str(tmp_path / "out.json"),
         # the "target host" is this machine; its Python has torch (needed for load: true)
         "ansible_python_interpreter": sys.executable,
@@ -237,6 +262,8 @@ def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
     assert moved_to.is_dir() and not (quarantine_root / NEWEST).exists()  # moved aside, not deleted
     assert again["changed"] is False and again["quarantined"] == [] and str(moved_to) in again["aside"]
     assert out["none_valid"]["failed"] is True and "no valid checkpoint" in out["none_valid"]["msg"]
+    assert out["load_hangs"]["failed"] is True and "timed out after 1 seconds" in out["load_hangs"]["msg"]
+    assert out["no_torch"]["failed"] is True and "cannot import it" in out["no_torch"]["msg"]
 
 
 @pytest.mark.parametrize("case", list(CASES))
