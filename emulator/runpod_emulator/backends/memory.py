@@ -24,12 +24,18 @@ class MemoryBackend:
     def __init__(self, provision_s: float = 0.2, start_s: float = 0.2) -> None:
         self.provision_s = provision_s
         self.start_s = start_s
+        # Last port per pod: a start must never hand out the same port again (as on RunPod).
+        self._last_port: dict[str, int] = {}
 
     def launch(self, spec: LaunchSpec) -> None:
         return None
 
     def wait_running(self, pod_id: str, timeout_s: float) -> int | None:
-        return unused_loopback_port()
+        port = unused_loopback_port()
+        while port == self._last_port.get(pod_id):
+            port = unused_loopback_port()
+        self._last_port[pod_id] = port
+        return port
 
     def probe_ssh(self, port: int) -> bool:
         # No sshd exists here; the endpoint is reported as soon as the pod runs.
