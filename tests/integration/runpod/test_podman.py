@@ -19,7 +19,7 @@ def pod_image() -> str:
 
 
 def podman_ready() -> bool:
-    if shutil.which("podman") is None or shutil.which("ssh") is None:
+    if any(shutil.which(tool) is None for tool in ("podman", "ssh", "ssh-keygen")):
         return False
     env = dict(os.environ)
     env["CONTAINERS_CONF"] = str(ROOT / "config" / "containers.conf")
@@ -42,7 +42,7 @@ def ping(emulator, private_key) -> subprocess.CompletedProcess:
 
 def test_pod_reachable_by_ansible_and_again_on_its_new_port_after_stop_start(tmp_path):
     if not podman_ready():
-        pytest.skip("podman, ssh or the pod image (make image) is missing")
+        pytest.skip("podman, ssh, ssh-keygen or the pod image (make image) is missing")
     key = tmp_path / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     public_key = key.with_suffix(".pub").read_text().strip()
