@@ -152,7 +152,8 @@ class Engine:
             and now < pod.get("ssh_deadline", 0)
             and now >= pod.get("ssh_next_probe", 0)
         ):
-            return lambda: self._probe(pod_id, gen, pod["ssh_port"])
+            port = pod["ssh_port"]
+            return lambda: self._probe(pod_id, gen, port)
         return None
 
     # Operations (outside the lock; results applied under it) ----------------------------------------------

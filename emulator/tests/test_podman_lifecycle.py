@@ -199,19 +199,24 @@ def test_container_dying_underneath_is_noticed(podman_emulator):
     action(podman_emulator, pod["id"], "terminate")
 
 
-def test_sse_container_logs(podman_emulator):
+def test_sse_container_logs(podman_emulator, ssh_keypair):
     pod = create(podman_emulator, startSsh=True)
-    ssh_ready(podman_emulator, pod["id"])
+    port = ssh_ready(podman_emulator, pod["id"])["ssh"]["direct"]["port"]
+    # What PID 1 writes is the container's output, as `podman logs` (and RunPod's log stream) show it.
+    assert ssh_run(ssh_keypair[0], port, "echo trainer-says-hello > /proc/1/fd/1").returncode == 0
     with socket.create_connection(("127.0.0.1", podman_emulator.port), timeout=10) as conn:
         conn.sendall(
             f"GET /v2/pods/{pod['id']}/logs?tail=50 HTTP/1.1\r\nHost: x\r\n"
             f"Authorization: Bearer {podman_emulator.api_key}\r\n\r\n".encode()
         )
         data = b""
-        while b"sshd answers" not in data:
+        deadline = time.monotonic() + 10
+        while b"trainer-says-hello" not in data and time.monotonic() < deadline:
             chunk = conn.recv(65536)
             if not chunk:
                 break
             data += chunk
-    assert b"text/event-stream" in data and b'"source": "system"' in data
+    assert b"text/event-stream" in data
+    assert b'"source": "system", "line": "sshd answers' in data
+    assert b'"source": "container", "line": "trainer-says-hello"' in data
     action(podman_emulator, pod["id"], "terminate")
