@@ -51,6 +51,8 @@ class Engine:
         self._inflight: set[str] = set()
         self._op_done_at: dict[str, float] = {}
         self._kill_requests: dict[str, tuple[float, threading.Event]] = {}
+        # pod id -> monotonic time before which a failed operation is not retried
+        self._backoff: dict[str, float] = {}
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._pool = None if backend.instant else ThreadPoolExecutor(workers, thread_name_prefix="pod-op")
@@ -100,8 +102,9 @@ class Engine:
             if self.paused:
                 return
             now = self.clock.now()
+            moment = time.monotonic()
             for pod in self.store.pods.values():
-                if pod["id"] in self._inflight or pod.get("inert"):
+                if pod["id"] in self._inflight or pod.get("inert") or self._backoff.get(pod["id"], 0) > moment:
                     continue
                 step = self._decide(pod, now)
                 if step is not None:
@@ -267,7 +270,9 @@ class Engine:
         try:
             self.backend.remove(pod_id)
         except BackendError as exc:
-            LOG.warning("%s", exc)
+            LOG.warning("%s (retrying in 2 s)", exc)
+            with self.store.lock:
+                self._backoff[pod_id] = time.monotonic() + 2.0
             return
         with self.store.lock:
             pod = self.store.pods.get(pod_id)
@@ -338,7 +343,11 @@ class Engine:
                     self.store.save_pod(pod)
                 else:
                     self.store.save_pod(pod)
-            orphans = [found for pod_id, found in (containers or {}).items() if pod_id not in self.store.pods]
+            orphans = [
+                found
+                for pod_id, found in (containers or {}).items()
+                if pod_id not in self.store.pods or self.store.pods[pod_id].get("inert")
+            ]
         for found in orphans:
             self._remove_orphan(found)
 
@@ -364,7 +373,7 @@ class Engine:
             for pod_id, found in containers.items():
                 pod = self.store.pods.get(pod_id)
                 quiet = pod_id not in self._inflight and self._op_done_at.get(pod_id, 0) < started
-                if pod is None:
+                if pod is None or pod.get("inert"):
                     if quiet:
                         orphans.append(found)
                 elif quiet and not pod.get("container_present"):
