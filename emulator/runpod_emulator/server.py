@@ -183,6 +183,12 @@ class Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._handle("DELETE")
 
+    def do_HEAD(self) -> None:
+        self._handle("HEAD")
+
+    def do_OPTIONS(self) -> None:
+        self._handle("OPTIONS")
+
     def _handle(self, method: str) -> None:
         record: dict[str, Any] | None = None
         extra_headers: dict[str, str] = {}
