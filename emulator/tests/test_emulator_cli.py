@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from conftest import EMULATOR_DIR
+from emulator_helpers import EMULATOR_DIR
 
 
 def serve(tmp_path, *args: str) -> subprocess.Popen[str]:

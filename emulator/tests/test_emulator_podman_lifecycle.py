@@ -6,7 +6,7 @@ import socket
 import time
 
 import pytest
-from conftest import GPU, podman, ssh_run
+from emulator_helpers import GPU, podman, ssh_run
 from runpod_emulator.backends.podman import probe_ssh_banner
 from runpod_emulator.testing import EmulatorProcess
 

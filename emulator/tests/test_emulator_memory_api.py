@@ -6,7 +6,7 @@ import http.client
 import time
 
 import pytest
-from conftest import GPU, gpu_pod_body
+from emulator_helpers import GPU, gpu_pod_body
 from runpod_emulator.testing import EmulatorProcess
 
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB7v0vbBPx6cRvtmn4rEyQcW1cBW3fF+Zd9U1ySiagsM test@host"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import gpu_pod_body
+from emulator_helpers import gpu_pod_body
 from runpod_emulator.testing import EmulatorProcess
 
 

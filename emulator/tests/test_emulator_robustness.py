@@ -7,7 +7,7 @@ import json
 import random
 import socket
 
-from conftest import GPU
+from emulator_helpers import GPU
 
 PATHS = [
     "/v2/pods",

@@ -7,7 +7,7 @@ import socket
 import time
 
 import pytest
-from conftest import GPU, gpu_pod_body
+from emulator_helpers import GPU, gpu_pod_body
 from runpod_emulator.testing import EmulatorProcess
 
 HOURS_PER_MONTH = 730.0

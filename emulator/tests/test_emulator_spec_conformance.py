@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-from conftest import GPU
+from emulator_helpers import GPU
 from runpod_emulator.testing import EmulatorProcess
 
 openapi_core = pytest.importorskip("openapi_core")

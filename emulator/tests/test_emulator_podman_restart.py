@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import GPU, pod_image, podman, require_podman_image, ssh_run
+from emulator_helpers import GPU, pod_image, podman, require_podman_image, ssh_run
 from runpod_emulator.testing import EmulatorProcess
 
 pytestmark = pytest.mark.podman
