@@ -44,6 +44,7 @@ options:
     description:
       - A checkpoint directory (named C(step-NNNNNNNN), or holding C(SHA256SUMS) or C(manifest.json)), or a
         checkpoint root that holds checkpoint directories (usually C(<durable>/trainops/<run_id>/ckpt)).
+      - A run directory (one with a C(ckpt) subdirectory and no checkpoints of its own) stands for its C(ckpt).
     type: path
     required: true
   load:
@@ -106,6 +107,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+path:
+  description: The directory that was verified (the C(ckpt) subdirectory when O(path) was a run directory).
+  returned: always
+  type: str
+  sample: /workspace/trainops/run42/ckpt
 kind:
   description: Whether O(path) was treated as one checkpoint or as a root of checkpoints.
   returned: always
@@ -236,11 +242,13 @@ from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.trainops.gpu.plugins.module_utils._checkpoint_format import (
     ASIDE_CORRUPT,
+    CKPT_DIRNAME,
     CheckpointFormatError,
     RootReport,
     aside_target,
     is_checkpoint_dir,
     move_aside,
+    parse_step_dirname,
     verify_checkpoint,
     verify_root,
 )
@@ -323,6 +331,11 @@ def main():
     if module.params["python"] and not os.access(module.params["python"], os.X_OK):
         module.fail_json(msg="python %s is not an executable file" % module.params["python"])
 
+    run_ckpt = os.path.join(path, CKPT_DIRNAME)
+    holds_checkpoints = any(parse_step_dirname(name) is not None for name in os.listdir(path))
+    if not is_checkpoint_dir(path) and os.path.isdir(run_ckpt) and not holds_checkpoints:
+        path = run_ckpt  # a run directory stands for its ckpt/
+
     if is_checkpoint_dir(path):
         kind = "checkpoint"
         root_report = RootReport(os.path.dirname(path))
@@ -366,6 +379,7 @@ def main():
     newest = root_report.newest_valid
     result = dict(
         changed=bool(quarantined),
+        path=path,
         kind=kind,
         valid=newest is not None,
         newest_valid_step=summary["newest_valid_step"],

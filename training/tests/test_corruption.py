@@ -135,7 +135,7 @@ PLAYBOOK = """
         load: "{{ item.load }}"
       loop: "{{ cases }}"
       register: verified
-    - name: Verify one checkpoint directory directly
+    - name: Verify one checkpoint directory directly, and a run directory (standing for its ckpt/)
       trainops.gpu.checkpoint_verify:
         path: "{{ item }}"
       loop: "{{ single }}"
@@ -209,7 +209,7 @@ def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
     python_without_torch.chmod(0o755)
     extra = {
         "cases": [{"path": str(roots[case]), "load": CASES[case][2] or case == "flipped_byte"} for case in CASES],
-        "single": [str(pristine / "ckpt" / NEWEST), str(roots["truncated_file"] / NEWEST)],
+        "single": [str(pristine / "ckpt" / NEWEST), str(roots["truncated_file"] / NEWEST), str(pristine)],
         "quarantine_root": str(quarantine_root),
         "empty_root": str(empty_root),
         "hanging_python": str(hanging_python),
@@ -250,9 +250,10 @@ def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
         # nothing was moved: verification alone changes nothing
         assert (roots[case] / NEWEST).exists() or case == "stray_temp_directory"
 
-    good, bad = out["single"]
+    good, bad, run = out["single"]
     assert good["kind"] == "checkpoint" and good["valid"] and good["newest_valid_step"] == 120
     assert bad["kind"] == "checkpoint" and not bad["valid"] and bad["newest_valid_step"] is None
+    assert run["kind"] == "root" and run["path"] == str(pristine / "ckpt") and run["newest_valid_step"] == 120
 
     check, real, again = out["quarantine_check"], out["quarantine_real"], out["quarantine_again"]
     assert check["changed"] is True and check["quarantined"][0]["path"] == str(quarantine_root / NEWEST)
