@@ -50,7 +50,12 @@ def transition(store: Store, now: float, pod: dict[str, Any], status: str, reaso
 
 
 def ssh_endpoint(pod: dict[str, Any]) -> dict[str, Any] | None:
-    if pod["status"] != "RUNNING" or not pod.get("ssh_ready") or not pod.get("ssh_port"):
+    if (
+        pod["status"] != "RUNNING"
+        or not pod.get("ssh_ready")
+        or not pod.get("ssh_port")
+        or "22/tcp" not in pod["ports"]
+    ):
         return None
     port = pod["ssh_port"]
     return {
