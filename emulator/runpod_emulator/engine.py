@@ -291,8 +291,9 @@ class Engine:
                 self.store.save_pod(pod)
 
     def _kill(self, pod_id: str, grace_s: float, done: threading.Event) -> None:
+        exit_code = None
         try:
-            self.backend.kill(pod_id, grace_s)
+            exit_code = self.backend.kill(pod_id, grace_s)
         except BackendError as exc:
             LOG.warning("%s", exc)
         with self.store.lock:
@@ -304,6 +305,11 @@ class Engine:
             pod["container_present"] = False
             pod["container_gen"] = None
             pod["gen"] += 1
+            if exit_code is not None:
+                detail = "after SIGTERM" if exit_code != 137 else "SIGKILL after the grace"
+                self.store.append_log(
+                    pod_id, "system", f"container stopped: exit code {exit_code} ({detail})", self.clock.now()
+                )
             if pod["status"] in ACTIVE:
                 transition(self.store, self.clock.now(), pod, "EXITED", "host failure (killed by the admin API)")
             else:

@@ -51,8 +51,8 @@ class PodBackend(Protocol):
     def remove(self, pod_id: str) -> None:
         """Remove the pod's container (its disk goes with it); no error when there is none."""
 
-    def kill(self, pod_id: str, grace_s: float) -> None:
-        """Host failure: SIGTERM, SIGKILL after `grace_s`, then remove the container."""
+    def kill(self, pod_id: str, grace_s: float) -> int | None:
+        """Host failure: SIGTERM, SIGKILL after `grace_s`, then remove the container; its exit code."""
 
     def list_containers(self) -> dict[str, ContainerState] | None:
         """This emulator's containers by pod id; None when the backend has no containers."""

@@ -44,7 +44,7 @@ class MemoryBackend:
     def remove(self, pod_id: str) -> None:
         return None
 
-    def kill(self, pod_id: str, grace_s: float) -> None:
+    def kill(self, pod_id: str, grace_s: float) -> int | None:
         return None
 
     def list_containers(self) -> dict[str, ContainerState] | None:

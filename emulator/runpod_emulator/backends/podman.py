@@ -142,11 +142,13 @@ class PodmanBackend:
         if result.returncode != 0 and "no such container" not in result.stderr.lower():
             raise BackendError(f"podman rm of {self.container_name(pod_id)} failed: {result.stderr.strip()[-300:]}")
 
-    def kill(self, pod_id: str, grace_s: float) -> None:
+    def kill(self, pod_id: str, grace_s: float) -> int | None:
         name = self.container_name(pod_id)
         # podman stop sends SIGTERM, waits up to the grace, then SIGKILL.
         self._run(["stop", "-t", str(max(0, round(grace_s))), name], timeout_s=grace_s + 60)
+        info = self._inspect(pod_id)
         self.remove(pod_id)
+        return None if info is None else info.get("State", {}).get("ExitCode")
 
     def list_containers(self) -> dict[str, ContainerState] | None:
         result = self._run(["ps", "-a", "--filter", f"label={LABEL_STATE}={self.state_dir}", "--format", "json"])
