@@ -7,6 +7,7 @@ from __future__ import annotations
 import pathlib
 import random
 import signal
+import statistics
 import time
 
 import pytest
@@ -34,6 +35,7 @@ CONFIG = {
 KILLS = 50
 SAVE_TARGETED_SHARE = 0.8
 SAVE_KILL_DELAY_S = 0.02
+# Until a life has shown how long a start takes here, kills "at any time" fall within this window.
 ANY_TIME_KILL_WINDOW_S = 3.5
 
 
@@ -61,9 +63,11 @@ def test_sigkill_at_random_moments_never_loads_a_partial_checkpoint(tmp_path, re
     root = run_dir / "ckpt"
 
     during_save = 0
+    time_to_first_save: list[float] = []
     for kill in range(KILLS):
         context = f"seed={seed} kill={kill}"
         newest_before = fmt.verify_root(str(root)).newest_valid if root.exists() else None
+        started = time.monotonic()
         process = start_trainer(config, run_dir)
         if chooser.random() < SAVE_TARGETED_SHARE:
             # the trainer logs save_begin as a save starts; kill within the save window
@@ -73,10 +77,14 @@ def test_sigkill_at_random_moments_never_loads_a_partial_checkpoint(tmp_path, re
                     or any(e["event"] == "save_begin" for e in _life_events(run_dir, child.pid))
                 )
             )
+            time_to_first_save.append(time.monotonic() - started)
             time.sleep(chooser.uniform(0.0, SAVE_KILL_DELAY_S))
         else:
-            # anywhere in the life: interpreter start, tidying and verifying the root, resuming, training
-            time.sleep(chooser.uniform(0.0, ANY_TIME_KILL_WINDOW_S))
+            # anywhere in the life: interpreter start, tidying and verifying the root, resuming, the first
+            # steps and save; bounded by how long a start takes on this machine, so that these lives do
+            # not run far ahead and finish the run before all the kills are done
+            window = statistics.median(time_to_first_save) + 0.05 if time_to_first_save else ANY_TIME_KILL_WINDOW_S
+            time.sleep(chooser.uniform(0.0, window))
         assert process.poll() is None, f"{context}: run ended before the kill:\n{process_log(run_dir)}"
         kill_group(process, signal.SIGKILL)
 
