@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: trainops.gpu maintainers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The one definition of the trainops checkpoint format: names, layout, parsing and verification.
 
 Both sides import this file: the `checkpoint_verify` module (through AnsiballZ on a target host, where

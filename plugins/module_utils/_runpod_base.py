@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: trainops.gpu maintainers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The base every RunPod module subclasses, in the manner of hetzner.hcloud's ``_base.py``.
 
 It builds the API client from the shared options, keeps the result, marks ``changed`` and turns

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: trainops.gpu maintainers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Pure helpers over RunPod API dicts: the shapes modules return, pod names, SSH key lines."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 # Copyright: trainops.gpu maintainers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A real HTTP server on 127.0.0.1 that answers from a script, for testing the client's wire behaviour.
 
 The emulator covers the API's semantics in the integration tests; here each test states exactly which

@@ -1,5 +1,5 @@
 # Copyright: trainops.gpu maintainers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The checkpoint format on its own (no torch): checkpoints built by hand from the format's functions,
 then verified, damaged and chained. The trainer-written side is tested in training/tests."""
 

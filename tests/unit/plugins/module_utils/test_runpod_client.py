@@ -1,5 +1,5 @@
 # Copyright: trainops.gpu maintainers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The RunPod client's wire behaviour over real HTTP on 127.0.0.1: retries, errors, headers, waits."""
 
 from __future__ import annotations
