@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import live_pods, recorded, run_playbook
+from runpod_integration_helpers import live_pods, recorded, run_playbook
 
 
 def test_five_pods_through_429_503_and_a_500_after_create(emulator):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import ROOT, recorded, run_inventory
+from runpod_integration_helpers import ROOT, recorded, run_inventory
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIInventoryTestKeyInventoryTestKey00001 inv@test"
 

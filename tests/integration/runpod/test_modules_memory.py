@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import MUTATING, live_pods, recorded, run_playbook, spec_violations
+from runpod_integration_helpers import MUTATING, live_pods, recorded, run_playbook, spec_violations
 
 
 def test_check_mode_apply_and_idempotence(emulator, openapi):

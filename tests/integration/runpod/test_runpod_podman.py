@@ -7,8 +7,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import BIN, ROOT, ansible_env, run_inventory, run_playbook
-from runpod_emulator.testing import EmulatorProcess
+from runpod_integration_helpers import BIN, ROOT, EmulatorProcess, ansible_env, run_inventory, run_playbook
 
 pytestmark = [pytest.mark.podman, pytest.mark.slow]
 
