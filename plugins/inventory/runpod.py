@@ -18,7 +18,8 @@ description:
     C(runpod) (every pod), C(runpod_status_<status>), C(runpod_gpu_<gpu type>), C(runpod_dc_<data center>),
     and for pods named C(<prefix>-<run_id>-<role>) C(runpod_run_<run_id>) and C(runpod_role_<role>).
   - With O(cache) enabled the raw API answer is cached, never the built inventory; a run served from the
-    cache makes no API call. Use C(--flush-cache) to read the API again.
+    cache makes no API call. Use C(--flush-cache) to read the API again. Environment variable values are
+    blanked before caching (only their names are used), so secrets passed to pods never reach the cache.
   - Uses a configuration file whose name ends in C(runpod.yml) or C(runpod.yaml).
 author:
   - trainops.gpu maintainers (!UNKNOWN)
@@ -167,6 +168,12 @@ def pod_groups(pod, run_name_prefix) -> list:
     return [g for g in groups if g and not g.endswith("_")]
 
 
+def without_env_values(pods) -> list:
+    """The pods with each environment value blanked: the names are all the inventory uses, and the values
+    (tokens, passwords) must not reach the cache on disk."""
+    return [dict(pod, env=dict.fromkeys(pod["env"], "")) if pod.get("env") else pod for pod in pods]
+
+
 def select_pods(pods, statuses, name_prefix) -> list:
     wanted = set(statuses or [])
     return [
@@ -204,7 +211,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 max_retries=self.get_option("api_retries"),
                 validate_certs=self.get_option("validate_certs"),
             )
-            pods = client.list_pods()
+            pods = without_env_values(client.list_pods())
         except (ValueError, RunPodError) as exc:
             raise AnsibleError("trainops.gpu.runpod: %s" % to_native(exc)) from exc
         self.display.vvv(
@@ -227,7 +234,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         if pods is None:
             pods = self._fetch_pods()
         if update_cache:
-            # The raw API dicts, JSON-serialisable; the inventory is rebuilt from them on every run.
+            # The API dicts (env values blanked), JSON-serialisable; the inventory is rebuilt from them on every run.
             self._cache[cache_key] = pods
         self._populate(pods)
 

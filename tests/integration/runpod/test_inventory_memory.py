@@ -6,10 +6,11 @@ from pathlib import Path
 
 from runpod_integration_helpers import ROOT, recorded, run_inventory
 
+SECRET = "hf_inventory_secret_value"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIInventoryTestKeyInventoryTestKey00001 inv@test"
 
 
-def make_pod(emulator, name, data_center="EU-RO-1", ports=("22/tcp",)):
+def make_pod(emulator, name, data_center="EU-RO-1", ports=("22/tcp",), env=None):
     body = {
         "name": name,
         "image": "localhost/trainops-pod",
@@ -17,6 +18,7 @@ def make_pod(emulator, name, data_center="EU-RO-1", ports=("22/tcp",)):
         "dataCenterIds": [data_center],
         "ports": list(ports),
         "startSsh": True,
+        **({"env": env} if env else {}),
     }
     status, _headers, pod = emulator.api("POST", "/v2/pods", body)
     assert status == 201, pod
@@ -43,7 +45,7 @@ def write_config(path: Path, cache_dir: Path, **options: str) -> Path:
 
 def test_hosts_groups_vars_filters_and_cache(emulator, tmp_path):
     assert emulator.api("PUT", "/v2/account/ssh-keys", {"keys": [KEY]})[0] == 200
-    trainer = make_pod(emulator, "trainops-r7-trainer")
+    trainer = make_pod(emulator, "trainops-r7-trainer", env={"HF_TOKEN": SECRET})
     make_pod(emulator, "trainops-r7-eval", data_center="EU-SE-1")
     make_pod(emulator, "jupyter-notebook")
     workers = [make_pod(emulator, "trainops-r7-worker"), make_pod(emulator, "trainops-r7-worker")]
@@ -88,6 +90,9 @@ def test_hosts_groups_vars_filters_and_cache(emulator, tmp_path):
     cached, _output = run_inventory(emulator, config, **env)
     assert cached == inventory
     assert recorded(emulator) == []
+    assert host["runpod_env_keys"] == ["HF_TOKEN"]
+    cache_files = [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+    assert cache_files and not any(SECRET in p.read_text() for p in cache_files)
     # --flush-cache reads the API again.
     run_inventory(emulator, config, "--flush-cache", **env)
     assert len(recorded(emulator)) == 1

@@ -9,6 +9,7 @@ from ansible_collections.trainops.gpu.plugins.inventory.runpod import (
     pod_hostvars,
     safe_group_part,
     select_pods,
+    without_env_values,
 )
 
 POD = {
@@ -55,3 +56,11 @@ def test_select_pods_filters():
     pods = [dict(POD, id="a"), dict(POD, id="b", status="EXITED"), dict(POD, id="c", name="x-1-y")]
     assert [p["id"] for p in select_pods(pods, ["RUNNING"], "trainops-")] == ["a"]
     assert [p["id"] for p in select_pods(pods, [], None)] == ["a", "b", "c"]
+
+
+def test_env_values_are_blanked_before_caching_and_keys_kept():
+    blanked = without_env_values([POD, dict(POD, id="b", env=None)])
+    assert "s3cr3t-token" not in repr(blanked)
+    assert blanked[0]["env"] == {"SECRET": ""} and blanked[1]["env"] is None
+    assert POD["env"] == {"SECRET": "s3cr3t-token"}  # the API answer itself is not modified
+    assert pod_hostvars(blanked[0], "trainops") == pod_hostvars(POD, "trainops")
