@@ -86,25 +86,41 @@ class FaultInjector:
             return [rule.json() for rule in self._rules]
 
     def decide(self, method: str, path: str) -> FaultDecision:
-        """Consume the rules this request triggers: every latency rule adds up, the first failure wins."""
+        """Consume the rules this request triggers: every latency rule adds up, the first failure wins.
+
+        500_after_create rules are left alone here: only a create that succeeded consumes one
+        (`fail_after_create`), so a refused create does not use up the fault.
+        """
         decision = FaultDecision()
         with self._lock:
             for rule in list(self._rules):
-                if not rule.matches(method, path):
+                if rule.kind == "500_after_create" or not rule.matches(method, path):
                     continue
                 if rule.kind != "latency" and decision.kind is not None:
                     continue
-                if rule.rate is not None and rule.count is None and rule.rng.random() >= rule.rate:
+                if not self._fires(rule):
                     continue
-                if rule.count is not None:
-                    if rule.rate is not None and rule.rng.random() >= rule.rate:
-                        continue
-                    rule.count -= 1
-                    if rule.count <= 0:
-                        self._rules.remove(rule)
                 if rule.kind == "latency":
                     decision.latency_ms += rule.latency_ms
                 else:
                     decision.kind = rule.kind
                     decision.retry_after_s = rule.retry_after_s
         return decision
+
+    def fail_after_create(self, method: str, path: str) -> bool:
+        """Whether a 500_after_create rule turns this successful create into a 500 (consuming it)."""
+        with self._lock:
+            for rule in list(self._rules):
+                if rule.kind == "500_after_create" and rule.matches(method, path) and self._fires(rule):
+                    return True
+        return False
+
+    def _fires(self, rule: FaultRule) -> bool:
+        """Roll the rule's rate (if any), then use up one of its count (if any); caller holds the lock."""
+        if rule.rate is not None and rule.rng.random() >= rule.rate:
+            return False
+        if rule.count is not None:
+            rule.count -= 1
+            if rule.count <= 0:
+                self._rules.remove(rule)
+        return True

@@ -155,6 +155,9 @@ class ParsedRequest:
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "runpod-emulator"
+    # Socket timeout: an idle keep-alive connection, or a body shorter than its Content-Length, frees its
+    # thread after this long instead of holding it forever.
+    timeout = 120
     app: EmulatorApp  # set on the subclass made by make_server
 
     def setup(self) -> None:
@@ -243,12 +246,12 @@ class Handler(BaseHTTPRequestHandler):
             if handler is None:
                 raise ApiError(500, f"no handler for {method} {path}")
             status, payload = handler(request, **params)
-            if is_api and decision.kind == "500_after_create" and status == 201:
+            if is_api and status == 201 and self.app.faults.fail_after_create(method, path):
                 raise ApiError(500, "injected fault: the pod was created, then the request failed")
             self._send(status, payload, extra_headers, record)
         except ApiError as exc:
             self._send(exc.status, exc.body(), {**extra_headers, **exc.headers}, record, problem=True)
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
             self.close_connection = True
         except Exception:
             LOG.exception("unhandled error on %s %s", method, self.path)
@@ -365,6 +368,8 @@ def _parse_json(raw: bytes) -> Any:
         return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         return ApiError(400, f"request body is not valid JSON: {exc}")
+    except RecursionError:
+        return ApiError(400, "request body is not valid JSON: nested too deeply")
 
 
 class EmulatorHTTPServer(ThreadingHTTPServer):

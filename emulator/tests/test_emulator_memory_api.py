@@ -241,6 +241,30 @@ def test_500_after_create_leaves_the_pod_behind(memory_emulator):
     assert [p["name"] for p in pods] == ["orphan"]
 
 
+def test_500_after_create_is_not_used_up_by_a_refused_create(memory_emulator):
+    memory_emulator.admin("POST", "/_emulator/faults", {"kind": "500_after_create", "count": 1})
+    assert memory_emulator.api("POST", "/v2/pods", gpu_pod_body(name="bad", disk=0))[0] == 422
+    assert memory_emulator.api("POST", "/v2/pods", gpu_pod_body(name="made"))[0] == 500
+    assert memory_emulator.api("POST", "/v2/pods", gpu_pod_body(name="next"))[0] == 201
+    names = sorted(p["name"] for p in memory_emulator.api("GET", "/v2/pods")[2]["pods"])
+    assert names == ["made", "next"]
+
+
+def test_fault_rate_fails_about_that_fraction_and_count_caps_it(memory_emulator):
+    memory_emulator.admin("POST", "/_emulator/faults", {"kind": "503", "rate": 0.3, "seed": 11})
+    statuses = [memory_emulator.api("GET", "/v2/pods")[0] for _request in range(200)]
+    assert set(statuses) == {200, 503}
+    assert 30 <= statuses.count(503) <= 90  # 60 expected
+    memory_emulator.admin("DELETE", "/_emulator/faults")
+    # count + rate: each request fails with the rate's chance until `count` of them have failed.
+    memory_emulator.admin("POST", "/_emulator/faults", {"kind": "500", "rate": 0.5, "count": 3, "seed": 5})
+    statuses = [memory_emulator.api("GET", "/v2/pods")[0] for _request in range(60)]
+    assert statuses.count(500) == 3 and statuses.count(200) == 57
+    failed_at = [index for index, status in enumerate(statuses) if status == 500]
+    assert failed_at[-1] > 2, failed_at  # spread by the rate, not simply the next three requests
+    assert memory_emulator.admin("GET", "/_emulator/faults") == {"faults": []}
+
+
 def test_drop_and_latency_faults(memory_emulator):
     memory_emulator.admin("POST", "/_emulator/faults", {"kind": "drop", "count": 1})
     with pytest.raises((ConnectionError, http.client.RemoteDisconnected, OSError)):
