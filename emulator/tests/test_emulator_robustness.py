@@ -72,4 +72,12 @@ def test_fuzzed_requests_get_clean_answers_and_the_server_survives(memory_emulat
         with socket.create_connection(("127.0.0.1", memory_emulator.port), timeout=10) as conn:
             conn.sendall(junk)
             conn.recv(4096)
+    # JSON nested deeper than Python's parser recurses: a 400 that says so, not a 500.
+    connection = http.client.HTTPConnection("127.0.0.1", memory_emulator.port, timeout=10)
+    headers = {"Authorization": f"Bearer {memory_emulator.api_key}", "Content-Type": "application/json"}
+    connection.request("POST", "/v2/pods", body=b"[" * 100000 + b"]" * 100000, headers=headers)
+    response = connection.getresponse()
+    problem = json.loads(response.read())
+    connection.close()
+    assert response.status == 400 and "nested too deeply" in problem["detail"], problem
     assert memory_emulator.api("GET", "/v2/pods")[0] == 200
