@@ -52,4 +52,7 @@ def parse_rfc3339(text: str) -> float:
     parsed = dt.datetime.fromisoformat(value)
     if parsed.tzinfo is None:
         raise ValueError(f"date-time without a timezone: {text!r}")
-    return parsed.timestamp()
+    try:
+        return parsed.timestamp()
+    except (OverflowError, ValueError):
+        raise ValueError(f"date-time out of range: {text!r}") from None

@@ -10,6 +10,10 @@ from .clock import parse_rfc3339, to_rfc3339
 from .problems import bad_request, unprocessable
 
 BUCKETS = ["hour", "day", "week", "month", "year"]
+# Billing windows stay within these bounds (1970-01-01 and 9000-01-01 UTC): beyond them Python's
+# datetime cannot step a bucket forward or back, and no ledger holds anything there.
+EARLIEST_S = 0.0
+LATEST_S = 221845392000.0
 
 
 def open_segment(segments: list[dict[str, Any]], now: float, rates: dict[str, float]) -> None:
@@ -98,6 +102,8 @@ class BillingWindow:
             self.end = bucket_next(bucket_floor(now, self.size), self.size)
             start = bucket_floor(now, self.size)
             for _step in range(count - 1):
+                if start <= EARLIEST_S:
+                    break
                 start = bucket_prev(start, self.size)
             self.start = start
             return
@@ -113,9 +119,12 @@ class BillingWindow:
         if name not in query:
             return default
         try:
-            return parse_rfc3339(query[name][0])
+            value = parse_rfc3339(query[name][0])
         except ValueError:
             raise unprocessable([f"{name}: {query[name][0]!r} is not an RFC 3339 date-time"]) from None
+        if not EARLIEST_S <= value < LATEST_S:
+            raise unprocessable([f"{name}: {query[name][0]!r} is outside 1970-01-01 .. 9000-01-01"])
+        return value
 
     def buckets(self) -> list[tuple[float, float]]:
         result = []

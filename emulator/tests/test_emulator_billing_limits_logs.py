@@ -31,11 +31,13 @@ def test_ledger_bills_compute_only_while_running_and_volume_disk_double_when_sto
     stopped_disk_rate = 100 * 0.20 / HOURS_PER_MONTH  # twice the running rate of the volume disk
     assert totals["diskAmount"] == pytest.approx(running_disk_rate + stopped_disk_rate, rel=0.01)
     assert totals["totalAmount"] == pytest.approx(totals["gpuAmount"] + totals["diskAmount"], abs=1e-6)
-    volumes = emu.admin("GET", "/v2/billing/network-volumes?bucketSize=day&lastN=1")
+    # Two days: the two hours advanced may cross midnight UTC and split the volume's cost over two buckets.
+    volumes = emu.admin("GET", "/v2/billing/network-volumes?bucketSize=day&lastN=2")
     assert volumes["metadata"]["uniqueNetworkVolumeCount"] == 1
-    record = volumes["records"][0]
-    assert record["networkVolumeId"] == volume["id"] and record["highPerformanceAmount"] == 0.0
-    assert record["standardAmount"] == pytest.approx(2 * 100 * 0.07 / HOURS_PER_MONTH, rel=0.01)
+    assert {r["networkVolumeId"] for r in volumes["records"]} == {volume["id"]}
+    volume_totals = volumes["metadata"]["totals"]
+    assert volume_totals["highPerformanceAmount"] == 0.0
+    assert volume_totals["standardAmount"] == pytest.approx(2 * 100 * 0.07 / HOURS_PER_MONTH, rel=0.01)
 
 
 def test_billing_query_errors(memory_emulator):
@@ -43,6 +45,13 @@ def test_billing_query_errors(memory_emulator):
     assert memory_emulator.api("GET", "/v2/billing/pods?bucketSize=fortnight")[0] == 422
     assert memory_emulator.api("GET", "/v2/billing/pods?startTime=yesterday")[0] == 422
     assert memory_emulator.api("GET", "/v2/billing/pods?lastN=0")[0] == 422
+    # Dates datetime cannot step a bucket past are refused, not a 500.
+    for query in ("startTime=0001-01-01T00:00:00%2B14:00", "endTime=9999-12-31T23:59:59Z&bucketSize=year"):
+        status, _headers, problem = memory_emulator.api("GET", f"/v2/billing/pods?{query}")
+        assert status == 422 and "outside 1970-01-01" in problem["detail"], problem
+    # A huge lastN reaches back to 1970 at most.
+    status, _headers, body = memory_emulator.api("GET", "/v2/billing/pods?bucketSize=year&lastN=99999999999")
+    assert status == 200 and body["metadata"]["query"]["startTime"].startswith("1970-01-01T00:00:00")
 
 
 def test_rate_limit_headers_and_429(tmp_path):
