@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import subprocess
 import sys
 import time
 
@@ -19,8 +18,8 @@ from trainer_harness import (
     process_log,
     result,
     run_trainer,
+    run_trainer_captured,
     start_trainer,
-    trainer_command,
     trainer_env,
     wait_for,
     write_config,
@@ -37,14 +36,7 @@ def test_bad_config_is_refused_before_anything_is_created(tmp_path):
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"steps": 10, "optim": {"learning_rate": 0.1}}))
     run_dir = tmp_path / "run"
-    completed = subprocess.run(
-        trainer_command(config, run_dir),
-        env=trainer_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    completed = run_trainer_captured(config, run_dir)
     assert completed.returncode == EXIT_USAGE, completed.stderr
     assert "unknown config key(s): optim.learning_rate" in completed.stderr
     assert not run_dir.exists()
@@ -56,14 +48,17 @@ def test_resume_under_a_changed_config_is_refused_unless_allowed(tmp_path, refer
     shutil.copytree(pristine, run_dir)
     before = sorted(p.name for p in (run_dir / "ckpt").iterdir())
     changed = write_config(tmp_path / "changed", **{**BASE, "steps": 140, "optim": {"lr": 0.02}})
-    completed = subprocess.run(
-        trainer_command(changed, run_dir), env=trainer_env(), capture_output=True, text=True, timeout=120, check=False
-    )
+    assert result(run_dir)["status"] == "finished"  # the pristine run's outcome, copied along
+    completed = run_trainer_captured(changed, run_dir)
     assert completed.returncode == EXIT_USAGE, completed.stderr
     assert "refusing to resume from step 120: config hash" in completed.stderr
     assert "--allow-config-change" in completed.stderr
     assert sorted(p.name for p in (run_dir / "ckpt").iterdir()) == before
     assert journal(run_dir) == journal(pristine)
+    # result.json tells this life's outcome, not the earlier run's "finished"
+    refused = result(run_dir)
+    assert refused["status"] == "refused" and refused["exit_code"] == EXIT_USAGE and refused["step"] == 120
+    assert "config hash" in refused["reason"]
 
     rc = run_trainer(changed, run_dir, extra=("--allow-config-change",))
     assert rc == 0, process_log(run_dir)
@@ -88,14 +83,7 @@ def test_a_second_trainer_on_the_same_run_is_refused(tmp_path):
     first = start_trainer(config, run_dir)
     try:
         wait_for(lambda: last_step(run_dir) >= 1 or first.poll() is not None)
-        second = subprocess.run(
-            trainer_command(config, run_dir),
-            env=trainer_env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        second = run_trainer_captured(config, run_dir)
         assert second.returncode == EXIT_USAGE, second.stderr
         assert "another trainer is writing checkpoints" in second.stderr
     finally:
@@ -139,3 +127,24 @@ def test_telemetry_hooks_see_every_step(tmp_path, monkeypatch):
     assert direct == hooks_for_test.RECORDS
     assert [(r.step, float.hex(r.loss), float.hex(r.lr)) for r in direct] == journal(tmp_path / "run")
     assert sys.modules["hooks_for_test"] is hooks_for_test
+
+
+def test_a_failed_life_replaces_the_previous_result(tmp_path):
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "failing_hook.py").write_text(
+        "def fail_at_step_5(record):\n    if record.step == 5:\n        raise RuntimeError('hook gave up')\n"
+    )
+    config = write_config(tmp_path, steps=20, telemetry_hooks=["failing_hook:fail_at_step_5"])
+    run_dir = tmp_path / "run"
+    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "logs" / "result.json").write_text(json.dumps({"status": "finished", "exit_code": 0, "step": 20}))
+    env = trainer_env()
+    env["PYTHONPATH"] = f"{TRAINING}:{hooks}"
+    completed = run_trainer_captured(config, run_dir, env=env)
+    assert completed.returncode == 1, completed.stderr
+    assert "hook gave up" in completed.stderr
+    failed = result(run_dir)
+    assert failed["status"] == "failed" and failed["exit_code"] == 1 and failed["weights_sha256"] is None
+    assert failed["reason"] == "RuntimeError: hook gave up"
+    assert [step for step, _loss, _lr in journal(run_dir)] == [1, 2, 3, 4, 5]

@@ -84,6 +84,18 @@ def run_trainer(config, run_dir, nproc=1, extra=()) -> int:
         raise
 
 
+def run_trainer_captured(config, run_dir, extra=(), env=None) -> subprocess.CompletedProcess:
+    """Run one process to its end with stdout and stderr captured (for the CLI's messages)."""
+    return subprocess.run(
+        trainer_command(config, run_dir, 1, extra),
+        env=env or trainer_env(),
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_TIMEOUT,
+        check=False,
+    )
+
+
 def session_pids(process: subprocess.Popen) -> list[int]:
     """Every live process in the session the trainer was started in (torchrun starts its workers in
     sessions of their own, so they are found through their parent)."""

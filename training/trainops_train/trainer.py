@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import importlib
@@ -150,7 +151,7 @@ def _pick_device(setting: str, local_rank: int) -> torch.device:
     return torch.device("cpu")
 
 
-def _write_result(layout: RunLayout, result: RunResult, signal_name: str | None) -> None:
+def _write_result(layout: RunLayout, result: RunResult, signal_name: str | None, reason: str | None = None) -> None:
     record = {
         "status": STATUS_BY_EXIT.get(result.exit_code, "failed"),
         "exit_code": result.exit_code,
@@ -158,9 +159,18 @@ def _write_result(layout: RunLayout, result: RunResult, signal_name: str | None)
         "weights_sha256": result.weights_sha256,
         "checkpoint": result.checkpoint,
         "signal": signal_name,
+        "reason": reason,
         "finished_at": datetime.datetime.now(datetime.UTC).isoformat(),
     }
     replace_text_atomically(layout.result, json.dumps(record, sort_keys=True, indent=2) + "\n")
+
+
+def _clear_result(layout: RunLayout) -> None:
+    """Remove an earlier life's result.json: until this life writes its own, the outcome is unknown (a
+    SIGKILL writes nothing), and a stale 'interrupted' or 'finished' must not be read as this life's."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(layout.result)
+        fmt.fsync_dir(os.path.dirname(layout.result))
 
 
 class Trainer:
@@ -218,13 +228,21 @@ class Trainer:
                 events(event, **fields)
 
         lock_fd = None
+        loaded: resume.LoadedCheckpoint | None = None
+
+        def record_failure(exit_code: int, reason: str) -> None:
+            """result.json for a life that ended refused or failed (rank 0, only while it holds the run)."""
+            if lock_fd is not None:  # RootLocked: the run directory belongs to another trainer
+                step = loaded.step if loaded is not None else 0
+                _write_result(self.layout, RunResult(exit_code, step, None, None), self.stop.signal_name, reason)
+
         try:
             emit("start", rank=self.rank, world_size=self.world_size, config_hash=self.config_hash)
             failure: tuple[str, str] | None = None
-            loaded: resume.LoadedCheckpoint | None = None
             if self.rank == 0:
                 try:
                     lock_fd = resume.lock_root(self.layout.ckpt_root)
+                    _clear_result(self.layout)
                     resume.tidy_root(self.layout.ckpt_root, emit)
                     loaded = resume.load_newest_valid(self.layout.ckpt_root, torch.device("cpu"), emit)
                     if loaded is not None:
@@ -242,6 +260,7 @@ class Trainer:
             if failure is not None:
                 kind, reason = failure
                 emit("refused" if kind == "refused" else "failed", reason=reason)
+                record_failure(EXIT_USAGE if kind == "refused" else EXIT_FAILED, reason)
                 raise resume.ResumeRefused(reason) if kind == "refused" else RuntimeError(reason)
             if chosen is not None and self.rank != 0:
                 with open(os.path.join(chosen, fmt.MANIFEST_NAME), encoding="utf-8") as handle:
@@ -251,7 +270,11 @@ class Trainer:
                     for name in sorted(manifest["files"])
                 }
                 loaded = resume.LoadedCheckpoint(manifest["step"], chosen, manifest, "", payloads)
-            return self._train(device, loaded, emit)
+            try:
+                return self._train(device, loaded, emit)
+            except Exception as exc:
+                record_failure(EXIT_FAILED, f"{type(exc).__name__}: {exc}")
+                raise
         finally:
             if events is not None:
                 events.close()
