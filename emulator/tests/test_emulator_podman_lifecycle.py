@@ -241,5 +241,7 @@ def test_sse_container_logs(podman_emulator, ssh_keypair):
             data += chunk
     assert b"text/event-stream" in data
     assert b'"source": "system", "line": "sshd answers' in data
+    # The status walk as the pod's system log records it (too quick on podman to catch by polling).
+    assert b"pod status PROVISIONING -> STARTING" in data and b"pod status STARTING -> RUNNING" in data
     assert b'"source": "container", "line": "trainer-says-hello"' in data
     action(podman_emulator, pod["id"], "terminate")
