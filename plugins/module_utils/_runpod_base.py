@@ -11,6 +11,8 @@ detail and errors, plus ``api_error`` with the same fields, plus whatever the mo
 
 from __future__ import annotations
 
+import time
+
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
@@ -20,8 +22,12 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
     RunPodClient,
     RunPodError,
     RunPodWaitTimeout,
+    backoff_delay,
     check_api_url,
 )
+
+# Pause between the two lookups that decide whether a create that failed without an answer happened.
+RECHECK_DELAY_S = 1.0
 
 
 def runpod_argument_spec() -> dict:
@@ -37,9 +43,6 @@ def runpod_argument_spec() -> dict:
 
 class RunPodModule(object):
     """Shared plumbing: client, result, failure shape. Subclasses implement ``run()``."""
-
-    # Name of the result key holding the module's resource (``pod``, ``network_volume``...).
-    represent = "resource"
 
     def __init__(self, module: AnsibleModule):
         self.module = module
@@ -81,6 +84,55 @@ class RunPodModule(object):
     def fail_api(self, error: RunPodError, context=None, **extra) -> None:
         msg = error.message if not context else "%s: %s" % (context, error.message)
         self.fail(msg, api_error=error.to_dict(), **extra)
+
+    def create_reconciled(self, kind, name, send, find_named, ids_key):
+        """Send a create; after an ambiguous failure (5xx, no response) adopt what it made, never a duplicate.
+
+        ``send()`` posts the create; ``find_named()`` lists the live resources with the create's name. After
+        an ambiguous failure the name is looked up, twice a moment apart when the first read finds nothing
+        (a new resource may take a moment to be listed): one match is adopted (returned with True), several
+        are an error listing their ids under ``ids_key``, none means the create did not happen and it is sent
+        again, at most ``api_retries`` times. Returns ``(resource, adopted)``.
+        """
+        attempt = 0
+        while True:
+            try:
+                return send(), False
+            except RunPodError as exc:
+                if not exc.ambiguous:
+                    raise
+                failure = exc
+            try:
+                matches = find_named()
+                if not matches:
+                    time.sleep(RECHECK_DELAY_S)
+                    matches = find_named()
+            except RunPodError as lookup:
+                self.fail_api(
+                    lookup,
+                    context="creating %s %r failed (%s) and looking it up failed too, so it may exist: "
+                    "look for it before running again" % (kind, name, failure.message),
+                )
+            if len(matches) == 1:
+                self.module.warn(
+                    "%s for %r failed (%s) but the %s exists: adopted %s"
+                    % (failure.operation, name, failure.status or "no response", kind, matches[0].get("id"))
+                )
+                return matches[0], True
+            if len(matches) > 1:
+                ids = sorted(m.get("id") for m in matches)
+                self.fail(
+                    "after a failed create, %d %ss are named %r (ids: %s); remove the extra ones"
+                    % (len(matches), kind, name, ", ".join(ids)),
+                    api_error=failure.to_dict(),
+                    **{ids_key: ids},
+                )
+            attempt += 1
+            if attempt > self.module.params["api_retries"]:
+                self.fail_api(
+                    failure, context="creating %s %r (none of that name exists; nothing was left)" % (kind, name)
+                )
+            time.sleep(backoff_delay(attempt - 1))
 
     def run(self) -> None:
         raise NotImplementedError

@@ -36,6 +36,8 @@ options:
   id:
     description:
       - Id of the volume. With O(name) as well, the volume is renamed.
+      - Ids are assigned by RunPod, so a volume is never created for a missing id (that is an error); creating
+        one needs O(name) without O(id).
     type: str
   name:
     description:
@@ -117,9 +119,6 @@ created:
   type: bool
 """
 
-import time
-
-from ansible_collections.trainops.gpu.plugins.module_utils._runpod import RunPodError, backoff_delay
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_base import RunPodModule
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import volume_summary
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_validate import validate_volume_request
@@ -130,8 +129,6 @@ def volumes_named(volumes, name, data_center=None) -> list:
 
 
 class RunPodNetworkVolume(RunPodModule):
-    represent = "network_volume"
-
     def __init__(self, module):
         super(RunPodNetworkVolume, self).__init__(module)
         self.params = module.params
@@ -153,8 +150,12 @@ class RunPodNetworkVolume(RunPodModule):
 
     def create(self):
         p = self.params
-        if not p["name"]:
-            self.fail("no network volume with id %s exists; to create one give name, data_center and size" % p["id"])
+        if p["id"]:
+            # Never create on a missing id: the caller meant an existing volume (and its data).
+            self.fail(
+                "no network volume with id %s exists; to create one give name, data_center and size without id"
+                % p["id"]
+            )
         problems = validate_volume_request(p["size"], p["data_center"], p["type"], self.client.list_data_centers())
         if problems:
             self.fail(
@@ -171,40 +172,14 @@ class RunPodNetworkVolume(RunPodModule):
             self.result["diff"]["after"].update(data_center=p["data_center"])
         if self.module.check_mode:
             return None
-        return self.create_reconciled(body)
-
-    def create_reconciled(self, body):
-        """POST once; after an ambiguous failure adopt the volume if it exists, else re-send."""
-        attempt = 0
-        while True:
-            try:
-                return self.client.create_network_volume(body)
-            except RunPodError as exc:
-                if not exc.ambiguous:
-                    raise
-                failure = exc
-            # The create may have happened: look it up, twice a moment apart when the first read finds nothing.
-            matches = volumes_named(self.client.list_network_volumes(), body["name"], body["dataCenter"])
-            if not matches:
-                time.sleep(1.0)
-                matches = volumes_named(self.client.list_network_volumes(), body["name"], body["dataCenter"])
-            if len(matches) == 1:
-                self.module.warn(
-                    "createNetworkVolume for %r failed (%s) but the volume exists: adopted %s"
-                    % (body["name"], failure.status or "no response", matches[0].get("id"))
-                )
-                return matches[0]
-            if len(matches) > 1:
-                ids = sorted(v.get("id") for v in matches)
-                self.fail(
-                    "after a failed create, %d network volumes are named %r (ids: %s)"
-                    % (len(matches), body["name"], ", ".join(ids)),
-                    network_volume_ids=ids,
-                )
-            attempt += 1
-            if attempt > self.params["api_retries"]:
-                self.fail_api(failure, context="creating network volume %r (none of that name exists)" % body["name"])
-            time.sleep(backoff_delay(attempt - 1))
+        volume = self.create_reconciled(
+            "network volume",
+            body["name"],
+            lambda: self.client.create_network_volume(body),
+            lambda: volumes_named(self.client.list_network_volumes(), body["name"], body["dataCenter"]),
+            "network_volume_ids",
+        )[0]
+        return volume
 
     def update(self, volume):
         p = self.params

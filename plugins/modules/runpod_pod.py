@@ -330,8 +330,6 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources imp
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_validate import validate_pod_body
 
 COMING_UP = ("PROVISIONING", "STARTING")
-# Pause between the two lookups that decide whether a failed create happened.
-RECHECK_DELAY_S = 1.0
 STOPPED = ("EXITED", "ERROR")
 
 
@@ -373,8 +371,6 @@ def comparable(pod) -> dict:
 
 
 class RunPodPod(RunPodModule):
-    represent = "pod"
-
     def __init__(self, module):
         super(RunPodPod, self).__init__(module)
         self.result.update(pod={}, created=False, reconciled=False)
@@ -483,46 +479,15 @@ class RunPodPod(RunPodModule):
             self.result["diff"] = {"before": {}, "after": after}
         if self.module.check_mode:
             return None
-        pod = self.create_reconciled(body)
+        pod, self.result["reconciled"] = self.create_reconciled(
+            "pod",
+            body["name"],
+            lambda: self.client.create_pod(body),
+            lambda: live_pods_named(self.client.list_pods(), body["name"]),
+            "pod_ids",
+        )
         self.result["pod"] = pod_summary(pod)
         return pod
-
-    def create_reconciled(self, body):
-        """POST the create once; after an ambiguous failure, adopt the pod if it exists, else re-send."""
-        name = body["name"]
-        attempt = 0
-        while True:
-            try:
-                return self.client.create_pod(body)
-            except RunPodError as exc:
-                if not exc.ambiguous:
-                    raise
-                failure = exc
-            # The create may have happened although no answer said so: look the name up first, twice
-            # a moment apart when the first read finds nothing, since a new pod may take a moment to be listed.
-            matches = live_pods_named(self.client.list_pods(), name)
-            if not matches:
-                time.sleep(RECHECK_DELAY_S)
-                matches = live_pods_named(self.client.list_pods(), name)
-            if len(matches) == 1:
-                self.result["reconciled"] = True
-                self.module.warn(
-                    "createPod for %r failed (%s) but the pod exists: adopted %s"
-                    % (name, failure.status or "no response", matches[0].get("id"))
-                )
-                return matches[0]
-            if len(matches) > 1:
-                ids = sorted(p.get("id") for p in matches)
-                self.fail(
-                    "after a failed create, %d pods are named %r (ids: %s); terminate the extra ones"
-                    % (len(matches), name, ", ".join(ids)),
-                    pod_ids=ids,
-                    api_error=failure.to_dict(),
-                )
-            attempt += 1
-            if attempt > self.params["api_retries"]:
-                self.fail_api(failure, context="creating pod %r (no pod of that name exists; nothing was left)" % name)
-            time.sleep(backoff_delay(attempt - 1))
 
     # -- update ------------------------------------------------------------------------------
 

@@ -52,6 +52,18 @@ def test_dropped_create_is_resent_only_after_looking_the_name_up(emulator):
     assert calls.count(("POST", "/v2/pods")) == 2
 
 
+def test_volume_create_answered_503_is_resent_only_after_looking_the_name_up(emulator):
+    emulator.admin(
+        "POST", "/_emulator/faults", {"kind": "503", "count": 1, "method": "POST", "path_prefix": "/v2/network-volumes"}
+    )
+    run = run_playbook(emulator, "volume.yml")
+    assert run.rc == 0, run.explain()  # the playbook asserts one volume was listed, then deleted
+    calls = [(r["method"], r["status"]) for r in recorded(emulator) if r["path"] == "/v2/network-volumes"]
+    failed = calls.index(("POST", 503))
+    assert calls[failed + 1 : failed + 4] == [("GET", 200), ("GET", 200), ("POST", 201)]
+    assert [c for c in calls if c[0] == "POST"] == [("POST", 503), ("POST", 201)]
+
+
 def test_wait_timeout_reports_the_created_pod(emulator):
     run = run_playbook(emulator, "wait_timeout.yml")
     assert run.rc == 0, run.explain()
