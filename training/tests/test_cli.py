@@ -24,6 +24,7 @@ from trainer_harness import (
     wait_for,
     write_config,
 )
+from trainops_train import cadence
 from trainops_train import config as config_lib
 from trainops_train._format import fmt
 from trainops_train.trainer import StepRecord, Trainer
@@ -148,3 +149,25 @@ def test_a_failed_life_replaces_the_previous_result(tmp_path):
     assert failed["status"] == "failed" and failed["exit_code"] == 1 and failed["weights_sha256"] is None
     assert failed["reason"] == "RuntimeError: hook gave up"
     assert [step for step, _loss, _lr in journal(run_dir)] == [1, 2, 3, 4, 5]
+
+
+def test_auto_cadence_is_dalys_interval_of_the_measured_save_times(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(TRAINING))
+    for variable in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(variable, raising=False)
+    mtbi = 0.2
+    config = config_lib.from_dict({"steps": 400, "checkpoint": {"mode": "auto", "mtbi_seconds": mtbi, "keep_last": 2}})
+    run_dir = tmp_path / "run"
+    assert Trainer(config, str(run_dir)).run().exit_code == 0
+    log = events(run_dir)
+    begins = {e["step"]: e["time"] for e in log if e["event"] == "save_begin"}
+    saves = [e for e in log if e["event"] == "save_end"]
+    assert saves[0]["step"] == 1  # the first save comes at once: it measures C
+    assert len(saves) >= 3, saves
+    measured = []
+    for save, following in zip(saves, [*saves[1:], None], strict=True):
+        measured.append(save["stalled_s"])
+        recent = measured[-5:]
+        assert save["next_interval_s"] == cadence.daly_interval(sum(recent) / len(recent), mtbi), save
+        if following is not None and following["step"] != config.steps:  # the final save is not cadence's
+            assert begins[following["step"]] - save["time"] >= save["next_interval_s"] - 0.005, (save, following)

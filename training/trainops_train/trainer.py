@@ -368,8 +368,18 @@ class Trainer:
                     "scheduler": type(scheduler).__name__,
                 }
                 saved = writer.save(at_step, payloads, captured)
-                cadence.saved(at_step, time.monotonic(), time.monotonic() - began)
-                emit("save_end", step=at_step, path=saved.path, seconds=saved.seconds, bytes=saved.bytes_total)
+                # C for the auto cadence: all the time training stood still for this save
+                stalled = time.monotonic() - began
+                cadence.saved(at_step, time.monotonic(), stalled)
+                emit(
+                    "save_end",
+                    step=at_step,
+                    path=saved.path,
+                    seconds=saved.seconds,
+                    bytes=saved.bytes_total,
+                    stalled_s=stalled,
+                    next_interval_s=cadence.interval_seconds(),
+                )
                 last_checkpoint = saved.path
             else:
                 cadence.saved(at_step, time.monotonic(), 0.0)
