@@ -320,6 +320,14 @@ class Handler(BaseHTTPRequestHandler):
     ) -> None:
         service = self.app.service
         options = service.log_request(pod_id, request.query, self.headers.get("Last-Event-ID"))
+        # The backlog and the follow cursor are fixed before the client sees the stream open, so a line
+        # written once it has (say, by what the client does next) is followed, never skipped.
+        events = service.log_events(pod_id, options["source"], options["start_after"])
+        if options["start_after"] is None:
+            last = max((e["t"] for e in events), default=0.0)
+            events = events[-options["tail"] :] if options["tail"] else []
+        else:
+            last = options["start_after"]
         if record is not None:
             record["status"] = 200
             self.app.requests.add(record)
@@ -332,12 +340,6 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.close_connection = True  # the stream ends the connection
-        events = service.log_events(pod_id, options["source"], options["start_after"])
-        if options["start_after"] is None:
-            events = events[-options["tail"] :] if options["tail"] else []
-            last = max([e["t"] for e in service.log_events(pod_id, options["source"], None)] or [0.0])
-        else:
-            last = options["start_after"]
         deadline = time.monotonic() + self.app.log_follow_s
         next_keepalive = time.monotonic() + 10
         while True:
