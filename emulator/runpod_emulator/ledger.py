@@ -144,63 +144,49 @@ def _round(value: float) -> float:
 
 
 def pod_billing(pods: list[dict[str, Any]], query: dict[str, list[str]], now: float) -> dict[str, Any]:
-    window = BillingWindow(query, now)
-    pod_id = query.get("podId", [None])[0]
-    selected = [p for p in pods if pod_id is None or p["id"] == pod_id]
-    records = []
-    totals = {"totalAmount": 0.0, "gpuAmount": 0.0, "cpuAmount": 0.0, "diskAmount": 0.0}
-    for start, end in window.buckets():
-        for pod in selected:
-            if not overlaps(pod["ledger"], start, end, now):
-                continue
-            accrued = amounts(pod["ledger"], start, end, now)
-            record = {
-                "startTime": to_rfc3339(start),
-                "endTime": to_rfc3339(end),
-                "podId": pod["id"],
-                "gpuAmount": _round(accrued.get("gpu", 0.0)),
-                "cpuAmount": _round(accrued.get("cpu", 0.0)),
-                "diskAmount": _round(accrued.get("disk", 0.0)),
-            }
-            record["totalAmount"] = _round(record["gpuAmount"] + record["cpuAmount"] + record["diskAmount"])
-            records.append(record)
-            for key in totals:
-                totals[key] += record[key]
-    metadata = {
-        "query": {**window.query_json(), "podId": pod_id},
-        "recordCount": len(records),
-        "uniquePodCount": len({r["podId"] for r in records}),
-        "totals": {k: _round(v) for k, v in totals.items()},
-    }
-    return {"records": records, "metadata": metadata}
+    amounts_by_rate = {"gpu": "gpuAmount", "cpu": "cpuAmount", "disk": "diskAmount"}
+    return _billing(pods, query, now, ("podId", "uniquePodCount"), amounts_by_rate)
 
 
 def volume_billing(volumes: list[dict[str, Any]], query: dict[str, list[str]], now: float) -> dict[str, Any]:
+    amounts_by_rate = {"standard": "standardAmount", "highPerformance": "highPerformanceAmount"}
+    return _billing(volumes, query, now, ("networkVolumeId", "uniqueNetworkVolumeCount"), amounts_by_rate)
+
+
+def _billing(
+    items: list[dict[str, Any]],
+    query: dict[str, list[str]],
+    now: float,
+    names: tuple[str, str],
+    amounts_by_rate: dict[str, str],
+) -> dict[str, Any]:
+    """Records per bucket and item ({id, ledger}) that accrued anything, and their totals.
+
+    names: (the id field of records and of the query filter, the metadata field counting distinct ids);
+    amounts_by_rate: ledger rate key -> record field of its amount.
+    """
+    id_field, unique_field = names
     window = BillingWindow(query, now)
-    volume_id = query.get("networkVolumeId", [None])[0]
-    selected = [v for v in volumes if volume_id is None or v["id"] == volume_id]
+    wanted = query.get(id_field, [None])[0]
+    selected = [item for item in items if wanted is None or item["id"] == wanted]
     records = []
-    totals = {"totalAmount": 0.0, "standardAmount": 0.0, "highPerformanceAmount": 0.0}
+    totals = {"totalAmount": 0.0, **{field: 0.0 for field in amounts_by_rate.values()}}
     for start, end in window.buckets():
-        for volume in selected:
-            if not overlaps(volume["ledger"], start, end, now):
+        for item in selected:
+            if not overlaps(item["ledger"], start, end, now):
                 continue
-            accrued = amounts(volume["ledger"], start, end, now)
-            record = {
-                "startTime": to_rfc3339(start),
-                "endTime": to_rfc3339(end),
-                "networkVolumeId": volume["id"],
-                "standardAmount": _round(accrued.get("standard", 0.0)),
-                "highPerformanceAmount": _round(accrued.get("highPerformance", 0.0)),
-            }
-            record["totalAmount"] = _round(record["standardAmount"] + record["highPerformanceAmount"])
+            accrued = amounts(item["ledger"], start, end, now)
+            record: dict[str, Any] = {"startTime": to_rfc3339(start), "endTime": to_rfc3339(end), id_field: item["id"]}
+            for rate, field in amounts_by_rate.items():
+                record[field] = _round(accrued.get(rate, 0.0))
+            record["totalAmount"] = _round(sum(record[field] for field in amounts_by_rate.values()))
             records.append(record)
             for key in totals:
                 totals[key] += record[key]
     metadata = {
-        "query": {**window.query_json(), "networkVolumeId": volume_id},
+        "query": {**window.query_json(), id_field: wanted},
         "recordCount": len(records),
-        "uniqueNetworkVolumeCount": len({r["networkVolumeId"] for r in records}),
+        unique_field: len({r[id_field] for r in records}),
         "totals": {k: _round(v) for k, v in totals.items()},
     }
     return {"records": records, "metadata": metadata}
