@@ -16,8 +16,11 @@ training-smoke: setup
 		> "$(TRAINING_SMOKE_DIR)/config.json"
 	@PYTHONPATH="$(ROOT)/training" $(PY) -m trainops_train.train --config "$(TRAINING_SMOKE_DIR)/config.json" \
 		--run-dir "$(TRAINING_SMOKE_DIR)"
+	@# the module's output goes to a file, not through a pipe that would hide its exit status
 	@ansible localhost -m trainops.gpu.checkpoint_verify -e ansible_python_interpreter=$(PY) \
-		-a "path=$(TRAINING_SMOKE_DIR)/ckpt load=true require_valid=true" | head -5
+		-a "path=$(TRAINING_SMOKE_DIR)/ckpt load=true require_valid=true" > "$(TRAINING_SMOKE_DIR)/verify.out" \
+		|| { cat "$(TRAINING_SMOKE_DIR)/verify.out"; exit 1; }
+	@head -5 "$(TRAINING_SMOKE_DIR)/verify.out"
 
 bench-checkpoint: setup
 	@$(PY) benchmarks/checkpoint_bench.py --dir "$(CHECKPOINT_BENCH_DIR)"
