@@ -48,7 +48,7 @@ notes:
   - The modules talk to the RunPod REST API v2 directly; no Python SDK is needed on the controller.
 """
 
-    # For modules that support check mode and diff on the controller only.
+    # Membership of the trainops.gpu.runpod action group (meta/runtime.yml), shared by every RunPod module.
     ATTRIBUTES_ACTION_GROUP = r"""
 attributes:
   action_group:

@@ -42,7 +42,6 @@ USER_AGENT = "trainops.gpu/" + COLLECTION_VERSION
 IDEMPOTENT_METHODS = frozenset(("GET", "HEAD", "PUT", "DELETE"))
 RETRYABLE_STATUSES = frozenset((429, 502, 503, 504))
 
-POD_STATUSES = ("PROVISIONING", "STARTING", "RUNNING", "EXITED", "ERROR", "TERMINATED")
 POD_FAILED_STATUSES = frozenset(("ERROR", "TERMINATED"))
 
 
@@ -380,16 +379,18 @@ class RunPodClient(object):
     def pod_action(self, pod_id, action):
         return self.request("podAction", "POST", "/v2/pods/%s/action" % quote(pod_id, safe=""), body={"action": action})
 
-    def delete_pod(self, pod_id) -> bool:
-        """Delete a pod; False when it was already gone."""
-        path = "/v2/pods/%s" % quote(pod_id, safe="")
+    def delete(self, operation, path) -> bool:
+        """DELETE a resource; False when it was already gone (404)."""
         try:
-            self.request("deletePod", "DELETE", path)
+            self.request(operation, "DELETE", path)
         except RunPodError as exc:
             if exc.status == 404:
                 return False
             raise
         return True
+
+    def delete_pod(self, pod_id) -> bool:
+        return self.delete("deletePod", "/v2/pods/%s" % quote(pod_id, safe=""))
 
     # -- account -----------------------------------------------------------------------------
 
@@ -417,14 +418,7 @@ class RunPodClient(object):
         return self.request("updateNetworkVolume", "PATCH", path, body=body, idempotent=True)
 
     def delete_network_volume(self, volume_id) -> bool:
-        path = "/v2/network-volumes/%s" % quote(volume_id, safe="")
-        try:
-            self.request("deleteNetworkVolume", "DELETE", path)
-        except RunPodError as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
+        return self.delete("deleteNetworkVolume", "/v2/network-volumes/%s" % quote(volume_id, safe=""))
 
     # -- catalog and billing -----------------------------------------------------------------
 

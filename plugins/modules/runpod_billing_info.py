@@ -123,8 +123,6 @@ def family_total(report) -> float:
 
 
 class RunPodBillingInfo(RunPodModule):
-    represent = "pods"
-
     def run(self):
         p = self.module.params
         if p["last_n"] is not None and p["last_n"] < 1:

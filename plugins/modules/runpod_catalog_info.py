@@ -105,8 +105,6 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod_base import R
 
 
 class RunPodCatalogInfo(RunPodModule):
-    represent = "gpu_types"
-
     def run(self):
         p = self.module.params
         if p["gpu_count"] < 1:

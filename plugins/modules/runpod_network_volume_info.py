@@ -74,8 +74,6 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources imp
 
 
 class RunPodNetworkVolumeInfo(RunPodModule):
-    represent = "network_volumes"
-
     def run(self):
         p = self.module.params
         if p["id"]:

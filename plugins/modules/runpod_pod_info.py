@@ -101,8 +101,6 @@ def select_pods(pods, name=None, name_prefix=None, statuses=None) -> list:
 
 
 class RunPodPodInfo(RunPodModule):
-    represent = "pods"
-
     def run(self):
         p = self.module.params
         if p["id"]:

@@ -84,8 +84,6 @@ def updated_keys(registered, key, state) -> list:
 
 
 class RunPodSshKey(RunPodModule):
-    represent = "ssh_keys"
-
     def run(self):
         p = self.module.params
         if ssh_key_identity(p["key"]) is None:
