@@ -144,16 +144,22 @@ class _FixedJson(BaseHTTPRequestHandler):
 
 def measure_rps(port: int, path: str, headers: dict[str, str], total: int, threads: int) -> float:
     per_thread = total // threads
+    failures: list[str] = []
 
     def worker() -> None:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        for _request in range(per_thread):
-            connection.request("GET", path, headers=headers)
-            response = connection.getresponse()
-            response.read()
-            if response.status != 200:
-                raise RuntimeError(f"GET {path} answered {response.status}")
-        connection.close()
+        try:
+            for _request in range(per_thread):
+                connection.request("GET", path, headers=headers)
+                response = connection.getresponse()
+                response.read()
+                if response.status != 200:
+                    failures.append(f"GET {path} on port {port} answered {response.status}")
+                    return
+        except OSError as exc:
+            failures.append(f"GET {path} on port {port} failed: {exc}")
+        finally:
+            connection.close()
 
     workers = [threading.Thread(target=worker) for _index in range(threads)]
     started = time.perf_counter()
@@ -161,7 +167,10 @@ def measure_rps(port: int, path: str, headers: dict[str, str], total: int, threa
         thread.start()
     for thread in workers:
         thread.join()
-    return per_thread * threads / (time.perf_counter() - started)
+    elapsed = time.perf_counter() - started
+    if failures:  # a figure from threads that gave up early would overstate the rate
+        raise RuntimeError(failures[0])
+    return per_thread * threads / elapsed
 
 
 def bench_throughput(workdir: Path, total: int) -> None:
