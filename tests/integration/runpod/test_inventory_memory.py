@@ -61,7 +61,8 @@ def test_hosts_groups_vars_filters_and_cache(emulator, tmp_path):
     env = {"TEST_EMULATOR_URL": emulator.url, "TEST_EMULATOR_KEY": emulator.api_key, "RUNPOD_API_KEY": ""}
     config = write_config(tmp_path / "all.runpod.yml", tmp_path / "cache")
     emulator.admin("DELETE", "/_emulator/requests")
-    inventory, output = run_inventory(emulator, config, "-v", **env)
+    inventory, output = run_inventory(emulator, config, "-vvv", **env)
+    assert emulator.api_key not in output
 
     hostvars = inventory["_meta"]["hostvars"]
     worker_hosts = sorted(f"trainops-r7-worker_{w['id']}" for w in workers)

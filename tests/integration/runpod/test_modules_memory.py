@@ -20,8 +20,9 @@ def test_check_mode_apply_and_idempotence(emulator, openapi):
     assert applied.stats["changed"] == 4
     pods = live_pods(emulator)
     assert sorted(p["name"] for p in pods) == ["trainops-r1-eval", "trainops-r1-trainer"]
-    # The secret reached the pod but not the playbook output.
+    # The secret reached the pod but not the playbook output; nor did the API key.
     assert "hf_integration_secret_value" not in applied.stdout
+    assert emulator.api_key not in applied.stdout + applied.stderr
     trainer = next(p for p in pods if p["name"] == "trainops-r1-trainer")
     assert trainer["env"]["HF_TOKEN"] == "hf_integration_secret_value"
 
