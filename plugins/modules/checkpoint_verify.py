@@ -291,8 +291,10 @@ def load_checkpoint(module, report):
     try:
         result = json.loads(stdout)
     except ValueError:
+        # timeout(1) passes on a signal that killed the load before the deadline (the OOM killer, say)
+        how = "was killed by signal %d" % -rc if rc < 0 else "failed (rc=%d)" % rc
         module.fail_json(
-            msg="loading %s with %s failed (rc=%d): %s" % (report.path, python, rc, stderr.strip()[-2000:]),
+            msg="loading %s with %s %s: %s" % (report.path, python, how, stderr.strip()[-2000:]),
             path=report.path,
         )
     if not result.get("torch"):

@@ -171,6 +171,14 @@ PLAYBOOK = """
         python: "{{ hanging_python }}"
       register: load_hangs
       ignore_errors: true
+    - name: A load killed before its deadline (as by the OOM killer) fails, and is not called a timeout
+      trainops.gpu.checkpoint_verify:
+        path: "{{ quarantine_root }}"
+        load: true
+        load_timeout: 60
+        python: "{{ killed_python }}"
+      register: load_killed
+      ignore_errors: true
     - name: Loading with an interpreter that has no torch fails with a clear message
       trainops.gpu.checkpoint_verify:
         path: "{{ quarantine_root }}"
@@ -183,7 +191,7 @@ PLAYBOOK = """
         content: "{{ {'verified': verified.results, 'single': single_verified.results,
                       'quarantine_check': quarantine_check, 'quarantine_real': quarantine_real,
                       'quarantine_again': quarantine_again, 'none_valid': none_valid,
-                      'load_hangs': load_hangs, 'no_torch': no_torch} | to_json }}"
+                      'load_hangs': load_hangs, 'load_killed': load_killed, 'no_torch': no_torch} | to_json }}"
         dest: "{{ out }}"
         mode: "0644"
 """
@@ -204,6 +212,9 @@ def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
     hanging_python = tmp_path / "hanging-python"
     hanging_python.write_text("#!/bin/sh\nexec sleep 60\n")
     hanging_python.chmod(0o755)
+    killed_python = tmp_path / "killed-python"
+    killed_python.write_text("#!/bin/sh\nkill -9 $$\n")
+    killed_python.chmod(0o755)
     python_without_torch = tmp_path / "python-without-torch"
     python_without_torch.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
     python_without_torch.chmod(0o755)
@@ -213,6 +224,7 @@ def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
         "quarantine_root": str(quarantine_root),
         "empty_root": str(empty_root),
         "hanging_python": str(hanging_python),
+        "killed_python": str(killed_python),
         "python_without_torch": str(python_without_torch),
         "out": str(tmp_path / "out.json"),
         # the "target host" is this machine; its Python has torch (needed for load: true)
@@ -264,6 +276,9 @@ def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
     assert again["changed"] is False and again["quarantined"] == [] and str(moved_to) in again["aside"]
     assert out["none_valid"]["failed"] is True and "no valid checkpoint" in out["none_valid"]["msg"]
     assert out["load_hangs"]["failed"] is True and "timed out after 1 seconds" in out["load_hangs"]["msg"]
+    killed = out["load_killed"]
+    assert killed["failed"] is True and "timed out" not in killed["msg"], killed["msg"]
+    assert f"with {killed_python} was killed by signal 9" in killed["msg"], killed["msg"]
     assert out["no_torch"]["failed"] is True and "cannot import it" in out["no_torch"]["msg"]
 
 
