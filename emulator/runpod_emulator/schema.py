@@ -40,7 +40,7 @@ def validate(value: Any, schema: dict[str, Any], path: str = "$") -> list[str]:
     if isinstance(value, str):
         if len(value) < schema.get("minLength", 0):
             errors.append(f"{path}: must not be shorter than {schema['minLength']} characters")
-        if "pattern" in schema and not re.search(schema["pattern"], value):
+        if "pattern" in schema and not _matches(schema["pattern"], value):
             errors.append(f"{path}: does not match pattern {schema['pattern']}")
     if isinstance(value, int | float) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:
@@ -83,6 +83,14 @@ def _validate_object(value: dict[str, Any], schema: dict[str, Any], path: str) -
         elif isinstance(extra, dict):
             errors.extend(validate(item, extra, f"{path}.{name}"))
     return errors
+
+
+def _matches(pattern: str, value: str) -> bool:
+    """JSON Schema (ECMA-262) pattern semantics: a final `$` is the end of the string, where Python's `$`
+    also matches before a trailing newline (so "22/tcp\n" would pass as a port)."""
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + r"\Z"
+    return re.search(pattern, value) is not None
 
 
 def _json_type(value: Any) -> str:

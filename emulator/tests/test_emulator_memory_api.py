@@ -213,6 +213,10 @@ def test_ssh_keys_put_replaces_the_set_and_validates(memory_emulator):
     assert memory_emulator.api("PUT", "/v2/account/ssh-keys", {"keys": [SSH_KEY]})[2] == {"keys": [SSH_KEY]}
     assert memory_emulator.api("PUT", "/v2/account/ssh-keys", {"keys": ["not a key"]})[0] == 422
     assert memory_emulator.api("PUT", "/v2/account/ssh-keys", {"keys": []})[2] == {"keys": []}
+    # Patterns anchor at the very end, as JSON Schema's do: a trailing newline is not let through.
+    assert memory_emulator.api("PUT", "/v2/account/ssh-keys", {"keys": [SSH_KEY + "\n"]})[0] == 422
+    status, _headers, problem = memory_emulator.api("POST", "/v2/pods", gpu_pod_body(ports=["22/tcp\n"]))
+    assert status == 422 and "$.ports[0]" in problem["detail"], problem
 
 
 def test_faults_count_and_filters(memory_emulator):
