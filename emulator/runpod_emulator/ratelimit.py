@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -46,7 +47,8 @@ class RateLimiter:
                 length = WINDOWS[name]
                 index = int(now // length)
                 used = self._counts.get((name, index), 0)
-                reset = int((index + 1) * length - now) or 1
+                # Rounded up: a client that waits Retry-After seconds must find the window reset.
+                reset = max(1, math.ceil((index + 1) * length - now))
                 windows.append((name, quota, index, used, reset))
             exceeded = [w for w in windows if w[3] >= w[1]]
             if not exceeded:

@@ -8,6 +8,7 @@ import time
 
 import pytest
 from emulator_helpers import GPU, gpu_pod_body
+from runpod_emulator.ratelimit import RateLimiter
 from runpod_emulator.testing import EmulatorProcess
 
 HOURS_PER_MONTH = 730.0
@@ -70,6 +71,16 @@ def test_rate_limit_headers_and_429(tmp_path):
         assert remaining[-1] == 0 and remaining == sorted(remaining, reverse=True)
         # The admin API is not rate limited.
         assert emu.admin("GET", "/_emulator/info")["backend"] == "memory"
+
+
+def test_retry_after_is_never_before_the_window_resets():
+    limiter = RateLimiter({"minute": 1, "hour": 100})
+    assert limiter.check("key", now=60.3).allowed
+    refused = limiter.check("key", now=60.3)
+    assert not refused.allowed and refused.retry_after_s == 60  # 59.7 s left: rounded up, not down
+    assert '"minute";r=0;t=60' in refused.headers["RateLimit"]
+    assert not limiter.check("key", now=60.3 + refused.retry_after_s - 1).allowed
+    assert limiter.check("key", now=60.3 + refused.retry_after_s).allowed
 
 
 def read_events(port: int, api_key: str, path: str, want: int, extra_headers: str = "", timeout_s: float = 5):
