@@ -340,6 +340,16 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.close_connection = True  # the stream ends the connection
+        try:
+            self._follow_logs(pod_id, options["source"], events, last)
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            raise
+        except Exception:  # the headers are out: a problem+json answer would corrupt the stream, so end it
+            LOG.exception("log stream of pod %s failed", pod_id)
+
+    def _follow_logs(self, pod_id: str, source: str | None, events: list[dict[str, Any]], last: float) -> None:
+        """Write `events`, then every newer one, until the follow time is up, the server stops or the pod goes."""
+        service = self.app.service
         deadline = time.monotonic() + self.app.log_follow_s
         next_keepalive = time.monotonic() + 10
         while True:
@@ -355,7 +365,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 next_keepalive = time.monotonic() + 10
             time.sleep(0.5)
-            events = service.log_events(pod_id, options["source"], last)
+            events = service.log_events(pod_id, source, last)
 
     def _write_event(self, event: dict[str, Any]) -> None:
         stamp = to_rfc3339(event["t"])
