@@ -41,6 +41,21 @@ def test_ledger_bills_compute_only_while_running_and_volume_disk_double_when_sto
     assert volume_totals["standardAmount"] == pytest.approx(2 * 100 * 0.07 / HOURS_PER_MONTH, rel=0.01)
 
 
+def test_volume_tiers_bill_at_their_rates_and_a_resize_changes_the_rate(memory_emulator):
+    emu = memory_emulator
+    fast = emu.admin(
+        "POST", "/v2/network-volumes", {"name": "f", "size": 50, "dataCenter": "EU-RO-1", "type": "HIGH_PERFORMANCE"}
+    )
+    emu.admin("POST", "/_emulator/clock", {"advance_s": 3600})
+    emu.admin("PATCH", f"/v2/network-volumes/{fast['id']}", {"size": 150})
+    emu.admin("POST", "/_emulator/clock", {"advance_s": 3600})
+    emu.admin("DELETE", f"/v2/network-volumes/{fast['id']}")
+    emu.admin("POST", "/_emulator/clock", {"advance_s": 3600})  # deleted: accrues nothing more
+    totals = emu.admin("GET", "/v2/billing/network-volumes?bucketSize=day&lastN=2")["metadata"]["totals"]
+    assert totals["standardAmount"] == 0.0
+    assert totals["highPerformanceAmount"] == pytest.approx((50 + 150) * 0.14 / HOURS_PER_MONTH, rel=0.01)
+
+
 def test_billing_query_errors(memory_emulator):
     assert memory_emulator.api("GET", "/v2/billing/pods?lastN=2&startTime=2026-01-01T00:00:00Z")[0] == 400
     assert memory_emulator.api("GET", "/v2/billing/pods?bucketSize=fortnight")[0] == 422

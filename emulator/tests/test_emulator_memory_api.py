@@ -300,6 +300,7 @@ def test_restart_without_gpus_reports_zero(memory_emulator):
     assert pod["gpu"]["count"] == 0
     running = memory_emulator.wait_for(pod_id, lambda p: p["status"] == "RUNNING")
     assert running["gpu"]["count"] == 0 and running["runtime"]["gpus"] == []
+    assert running["cost"] == pytest.approx(20 * 0.10 / 730, abs=1e-6)  # its 20 GB disk only: no GPU billed
     memory_emulator.api("POST", f"/v2/pods/{pod_id}/action", {"action": "stop"})
     restarted = memory_emulator.api("POST", f"/v2/pods/{pod_id}/action", {"action": "start"})[2]
     assert restarted["gpu"]["count"] == 1
