@@ -19,11 +19,14 @@ Layout of a checkpoint root (normally <durable>/trainops/<run_id>/ckpt):
     step-00000100.corrupt-<UTC>    a checkpoint that failed verification, moved aside (never deleted)
     tmp-step-00000140-....partial-<UTC>   the remains of an interrupted save, moved aside
     latest                         a hint naming the newest committed checkpoint; readers never trust it
+    .writer.lock                   flock held by the trainer writing under this root, for its whole life
 """
 
 from __future__ import annotations
 
 import datetime
+import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -38,6 +41,7 @@ STEP_DIGITS = 8
 SUMS_NAME = "SHA256SUMS"
 MANIFEST_NAME = "manifest.json"
 LATEST_NAME = "latest"
+WRITER_LOCK_NAME = ".writer.lock"
 TEMP_PREFIX = ".tmp-"
 DELETING_PREFIX = ".deleting-"
 ASIDE_CORRUPT = "corrupt"
@@ -534,6 +538,24 @@ def is_checkpoint_dir(path):
     if parse_step_dirname(name) is not None:
         return True
     return os.path.exists(os.path.join(path, SUMS_NAME)) or os.path.exists(os.path.join(path, MANIFEST_NAME))
+
+
+def writer_lock_held(root):
+    # type: (str) -> bool
+    """True while a trainer holds the root's writer lock (an flock, dropped by the kernel when it dies)."""
+    try:
+        fd = os.open(os.path.join(root, WRITER_LOCK_NAME), os.O_RDONLY)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return False
+        raise
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # also drops the shared lock, when it was granted
+    return False
 
 
 # ----------------------------------------------------------------------------------- moving aside

@@ -24,6 +24,7 @@ description:
     corrupt and the next newest is tried.
   - With O(quarantine=true) corrupt checkpoints are renamed aside (C(step-NNNNNNNN.corrupt-<UTC time>)),
     never deleted. Temporary directories are only reported, never moved, since a save may be in progress.
+    Quarantine is refused while a trainer holds the root's C(.writer.lock).
   - The same format definition is used by the reference trainer that writes the checkpoints.
 author:
   - trainops.gpu maintainers (!UNKNOWN)
@@ -66,6 +67,7 @@ options:
     description:
       - Move corrupt checkpoints aside (renamed, never deleted). Off by default so that verification alone
         never changes anything.
+      - Fails, moving nothing, while a trainer holds the root's C(.writer.lock) (it is writing or pruning there).
     type: bool
     default: false
   require_valid:
@@ -243,6 +245,7 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.trainops.gpu.plugins.module_utils._checkpoint_format import (
     ASIDE_CORRUPT,
     CKPT_DIRNAME,
+    WRITER_LOCK_NAME,
     CheckpointFormatError,
     RootReport,
     aside_target,
@@ -251,6 +254,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._checkpoint_format im
     parse_step_dirname,
     verify_checkpoint,
     verify_root,
+    writer_lock_held,
 )
 
 # Runs in a separate interpreter: loads each file given on the command line with weights_only and
@@ -361,6 +365,17 @@ def main():
             report.errors.extend(record["errors"])
 
     quarantined = []
+    if module.params["quarantine"] and root_report.corrupt:
+        trainer_running = False
+        try:
+            trainer_running = writer_lock_held(root_report.root)
+        except OSError as exc:
+            module.fail_json(msg="cannot check the writer lock of %s: %s" % (root_report.root, to_native(exc)))
+        if trainer_running:
+            module.fail_json(
+                msg="quarantine refused: a trainer holds %s/%s and moves corrupt checkpoints aside itself; "
+                "stop it first, or verify without quarantine" % (root_report.root, WRITER_LOCK_NAME)
+            )
     for report in root_report.corrupt:
         if not module.params["quarantine"] or not os.path.isdir(report.path):
             continue

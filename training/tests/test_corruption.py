@@ -14,6 +14,7 @@ import sys
 
 import pytest
 from trainer_harness import ROOT, events, journal, process_log, result, run_trainer, write_config
+from trainops_train import resume
 from trainops_train._format import fmt
 
 CONFIG = {"steps": 120, "checkpoint": {"every_steps": 20, "keep_last": 3}}
@@ -157,6 +158,12 @@ PLAYBOOK = """
         quarantine: true
         require_valid: true
       register: quarantine_again
+    - name: Quarantine while a trainer holds the root is refused
+      trainops.gpu.checkpoint_verify:
+        path: "{{ locked_root }}"
+        quarantine: true
+      register: quarantine_locked
+      ignore_errors: true
     - name: Require a valid checkpoint where there is none
       trainops.gpu.checkpoint_verify:
         path: "{{ empty_root }}"
@@ -190,7 +197,8 @@ PLAYBOOK = """
       ansible.builtin.copy:
         content: "{{ {'verified': verified.results, 'single': single_verified.results,
                       'quarantine_check': quarantine_check, 'quarantine_real': quarantine_real,
-                      'quarantine_again': quarantine_again, 'none_valid': none_valid,
+                      'quarantine_again': quarantine_again, 'quarantine_locked': quarantine_locked,
+                      'none_valid': none_valid,
                       'load_hangs': load_hangs, 'load_killed': load_killed, 'no_torch': no_torch} | to_json }}"
         dest: "{{ out }}"
         mode: "0644"
@@ -206,6 +214,10 @@ def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
     shutil.copytree(pristine, quarantine_run)
     flipped_byte(quarantine_run / "ckpt")
     quarantine_root = quarantine_run / "ckpt"
+    locked_run = tmp_path / "locked"
+    shutil.copytree(pristine, locked_run)
+    flipped_byte(locked_run / "ckpt")
+    locked_root = locked_run / "ckpt"
     empty_root = tmp_path / "empty_root"
     empty_root.mkdir()
     # stand-ins for a target's interpreter: one that never answers, one without torch
@@ -222,6 +234,7 @@ def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
         "cases": [{"path": str(roots[case]), "load": CASES[case][2] or case == "flipped_byte"} for case in CASES],
         "single": [str(pristine / "ckpt" / NEWEST), str(roots["truncated_file"] / NEWEST), str(pristine)],
         "quarantine_root": str(quarantine_root),
+        "locked_root": str(locked_root),
         "empty_root": str(empty_root),
         "hanging_python": str(hanging_python),
         "killed_python": str(killed_python),
@@ -233,14 +246,20 @@ def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
     (tmp_path / "vars.json").write_text(json.dumps(extra))
     (tmp_path / "verify.yml").write_text(PLAYBOOK)
     playbook_bin = str(pathlib.Path(sys.executable).with_name("ansible-playbook"))
-    completed = subprocess.run(
-        [playbook_bin, "-i", "localhost,", "-c", "local", str(tmp_path / "verify.yml"), "-e", f"@{tmp_path}/vars.json"],
-        env=_ansible_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    command = [playbook_bin, "-i", "localhost,", "-c", "local", str(tmp_path / "verify.yml")]
+    # this process stands for a trainer running on locked_root for the whole playbook
+    lock_fd = resume.lock_root(str(locked_root))
+    try:
+        completed = subprocess.run(
+            [*command, "-e", f"@{tmp_path}/vars.json"],
+            env=_ansible_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        os.close(lock_fd)
     assert completed.returncode == 0, completed.stdout[-6000:] + completed.stderr[-3000:]
     out = json.loads((tmp_path / "out.json").read_text())
 
@@ -274,6 +293,9 @@ def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
     assert fmt.parse_aside_dirname(moved_to.name) == (NEWEST, fmt.ASIDE_CORRUPT)
     assert moved_to.is_dir() and not (quarantine_root / NEWEST).exists()  # moved aside, not deleted
     assert again["changed"] is False and again["quarantined"] == [] and str(moved_to) in again["aside"]
+    locked = out["quarantine_locked"]
+    assert locked["failed"] is True and "quarantine refused: a trainer holds" in locked["msg"], locked
+    assert str(locked_root / fmt.WRITER_LOCK_NAME) in locked["msg"] and (locked_root / NEWEST).is_dir()
     assert out["none_valid"]["failed"] is True and "no valid checkpoint" in out["none_valid"]["msg"]
     assert out["load_hangs"]["failed"] is True and "timed out after 1 seconds" in out["load_hangs"]["msg"]
     killed = out["load_killed"]

@@ -13,7 +13,7 @@ import torch
 from ._format import fmt
 from .checkpoint_writer import EventSink
 
-LOCK_NAME = ".writer.lock"
+LOCK_NAME = fmt.WRITER_LOCK_NAME
 
 
 class ResumeRefused(RuntimeError):

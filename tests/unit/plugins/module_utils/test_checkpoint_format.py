@@ -6,6 +6,7 @@ then verified, damaged and chained. The trainer-written side is tested in traini
 from __future__ import annotations
 
 import datetime
+import fcntl
 import hashlib
 import json
 import os
@@ -157,3 +158,16 @@ def test_manifest_bytes_are_canonical(chain):
     with open(os.path.join(paths[30], fmt.MANIFEST_NAME), "rb") as handle:
         raw = handle.read()
     assert fmt.manifest_bytes(json.loads(raw)) == raw
+
+
+def test_writer_lock_held_only_while_someone_holds_the_flock(tmp_path):
+    assert not fmt.writer_lock_held(str(tmp_path))  # no lock file: no trainer
+    fd = os.open(os.path.join(str(tmp_path), fmt.WRITER_LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        assert not fmt.writer_lock_held(str(tmp_path))  # a lock file left by a dead trainer
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # flock locks belong to the open file description: a second open (as another process has) conflicts
+        assert fmt.writer_lock_held(str(tmp_path))
+    finally:
+        os.close(fd)
+    assert not fmt.writer_lock_held(str(tmp_path))
