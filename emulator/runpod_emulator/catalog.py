@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .problems import ApiError, bad_request, not_found, unprocessable
+from .problems import bad_request, not_found, unprocessable
 
 
 @dataclass(frozen=True)
@@ -387,8 +387,3 @@ def get_datacenter(dc_id: str, query: dict[str, list[str]]) -> dict[str, Any]:
     if dc is None:
         raise not_found("data center", dc_id)
     return datacenter_json(dc, includes)
-
-
-def placement_error(detail: str) -> ApiError:
-    """The real API's answer when no host fits: 400 and a detail naming why."""
-    return bad_request(detail)

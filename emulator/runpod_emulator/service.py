@@ -12,7 +12,7 @@ from typing import Any
 from . import catalog, ledger, pricing, schema
 from .clock import Clock, parse_rfc3339, to_rfc3339
 from .engine import Engine
-from .lifecycle import ACTIONS_BY_STATUS, ACTIVE, new_id, pod_json, transition, volume_json
+from .lifecycle import ACTIONS_BY_STATUS, new_id, pod_json, transition, volume_json
 from .problems import ApiError, bad_request, conflict, not_found
 from .store import Store
 
@@ -523,6 +523,3 @@ def _volume_rates(volume: dict[str, Any]) -> dict[str, float]:
     if volume["type"] == "STANDARD":
         return {"standard": rate, "highPerformance": 0.0}
     return {"standard": 0.0, "highPerformance": rate}
-
-
-__all__ = ["ACTIVE", "Service"]
