@@ -338,7 +338,12 @@ def main():
         module.fail_json(msg="python %s is not an executable file" % module.params["python"])
 
     run_ckpt = os.path.join(path, CKPT_DIRNAME)
-    holds_checkpoints = any(parse_step_dirname(name) is not None for name in os.listdir(path))
+    names = []  # type: list[str]
+    try:
+        names = os.listdir(path)
+    except OSError as exc:
+        module.fail_json(msg="cannot list %s: %s" % (path, to_native(exc)))
+    holds_checkpoints = any(parse_step_dirname(name) is not None for name in names)
     if not is_checkpoint_dir(path) and os.path.isdir(run_ckpt) and not holds_checkpoints:
         path = run_ckpt  # a run directory stands for its ckpt/
 
