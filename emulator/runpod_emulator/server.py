@@ -197,7 +197,10 @@ class Handler(BaseHTTPRequestHandler):
         extra_headers: dict[str, str] = {}
         decision = FaultDecision()
         try:
-            split = urlsplit(self.path)
+            try:
+                split = urlsplit(self.path)
+            except ValueError as exc:
+                raise ApiError(400, f"request target {self.path[:200]!r} is not a valid URL: {exc}") from None
             path = unquote(split.path)
             query = parse_qs(split.query, keep_blank_values=True)
             raw_body = self._read_body()
@@ -255,7 +258,8 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         except Exception:
             LOG.exception("unhandled error on %s %s", method, self.path)
-            self._send(500, problem_body(500, "internal emulator error"), extra_headers, record, problem=True)
+            detail = f"internal emulator error on {method} {self.path.partition('?')[0]}: see the emulator's log"
+            self._send(500, problem_body(500, detail), extra_headers, record, problem=True)
 
     def _authenticate(self) -> None:
         header = self.headers.get("Authorization", "")

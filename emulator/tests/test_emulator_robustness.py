@@ -21,6 +21,7 @@ PATHS = [
     "/v2/catalog/datacenters?include=BOGUS",
     "/v2/billing/pods?lastN=x",
     "/v2/%00%ff/../..",
+    "//[bad-ipv6/v2/pods",
     "/_emulator/faults",
     "/_emulator/clock",
     "/",
