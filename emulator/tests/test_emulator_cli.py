@@ -63,3 +63,44 @@ def test_refuses_missing_key_and_non_loopback_host(tmp_path):
     exposed = serve(tmp_path, "--backend", "memory", "--host", "0.0.0.0", "--api-key", "k")
     output, _err = exposed.communicate(timeout=20)
     assert exposed.returncode != 0 and "loopback only" in output
+
+
+def test_make_targets_start_once_record_the_pid_and_stop(tmp_path):
+    state = tmp_path / "make-emu"
+    make = [
+        "make",
+        "-s",
+        "-C",
+        str(EMULATOR_DIR.parent),
+        "-o",
+        "setup",
+        "EMULATOR_BACKEND=memory",
+        f"EMULATOR_STATE={state}",
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "EMULATOR_API_KEY"}
+
+    def run(target: str) -> str:
+        result = subprocess.run([*make, target], capture_output=True, text=True, env=env, timeout=60, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
+
+    try:
+        assert "emulator: http://127.0.0.1:" in run("emulator-start")
+        pid = int((state / "emulator.pid").read_text())
+        assert f"already running (pid {pid})" in run("emulator-start")
+        info = json.loads((state / "emulator.json").read_text())
+        assert info["pid"] == pid
+        key = (state / "api-key").read_text().strip()
+        assert (state / "api-key").stat().st_mode & 0o077 == 0
+        connection = http.client.HTTPConnection("127.0.0.1", info["port"], timeout=10)
+        connection.request("GET", "/v2/pods", headers={"Authorization": f"Bearer {key}"})
+        assert connection.getresponse().status == 200
+        connection.close()
+        assert f"stopped (pid {pid})" in run("emulator-stop")
+        assert not (state / "emulator.pid").exists()
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not os.path.exists(f"/proc/{pid}")
+    finally:
+        run("emulator-stop")
