@@ -89,7 +89,7 @@ def test_make_targets_start_once_record_the_pid_and_stop(tmp_path):
         pid = int((state / "emulator.pid").read_text())
         assert f"already running (pid {pid})" in run("emulator-start")
         info = json.loads((state / "emulator.json").read_text())
-        assert info["pid"] == pid
+        assert info["pid"] == pid and json.loads(run("emulator-status")) == info
         key = (state / "api-key").read_text().strip()
         assert (state / "api-key").stat().st_mode & 0o077 == 0
         connection = http.client.HTTPConnection("127.0.0.1", info["port"], timeout=10)
