@@ -114,7 +114,8 @@ options:
     type: int
   persistent_volume_path:
     description:
-      - Mount path of the persistent volume.
+      - Mount path of the persistent volume. Fixed at create: with O(persistent_volume_size) set, another path
+        on an existing pod is an error.
     type: str
     default: /workspace
   network_volume_id:
@@ -123,7 +124,8 @@ options:
     type: str
   network_volume_path:
     description:
-      - Mount path of the network volume.
+      - Mount path of the network volume. Fixed at create: with O(network_volume_id) set, another path on an
+        existing pod is an error.
     type: str
     default: /workspace
   ports:
@@ -506,6 +508,11 @@ class RunPodPod(RunPodModule):
             ("network_volume_id", p["network_volume_id"], network.get("volumeId")),
             ("persistent_volume_size", p["persistent_volume_size"], persistent.get("size")),
         ]
+        # The paths have defaults, so they count only where the playbook asks for that volume.
+        if p["network_volume_id"] is not None:
+            checks.append(("network_volume_path", p["network_volume_path"], network.get("path")))
+        if p["persistent_volume_size"] is not None:
+            checks.append(("persistent_volume_path", p["persistent_volume_path"], persistent.get("path")))
         problems = [
             "%s is %r, not %r" % (opt, have, want) for opt, want, have in checks if want is not None and want != have
         ]

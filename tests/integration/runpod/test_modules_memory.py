@@ -86,13 +86,14 @@ def test_errors_name_the_problem_and_create_nothing(emulator):
     assert status == 201, volume
     for name in ("trainops-dup-worker", "trainops-dup-worker", "trainops-imm-trainer"):
         create_pod_directly(emulator, name)
+    create_pod_directly(emulator, "trainops-imm-eval", mounts={"persistent": {"size": 20, "path": "/workspace"}})
     emulator.admin("DELETE", "/_emulator/requests")
 
     run = run_playbook(emulator, "errors.yml", {"tx_volume_id": volume["id"]})
     assert run.rc == 0, run.explain()
     mutating = [(r["method"], r["path"]) for r in recorded(emulator) if r["method"] in MUTATING]
     assert mutating == []
-    assert len(live_pods(emulator)) == 3
+    assert len(live_pods(emulator)) == 4
     dup_ids = sorted(p["id"] for p in live_pods(emulator) if p["name"] == "trainops-dup-worker")
     duplicate = run.task("Pod requests that cannot succeed")["results"][8]
     assert sorted(duplicate["pod_ids"]) == dup_ids and all(i in duplicate["msg"] for i in dup_ids)
