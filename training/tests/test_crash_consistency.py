@@ -69,24 +69,28 @@ def test_sigkill_at_random_moments_never_loads_a_partial_checkpoint(tmp_path, re
         newest_before = fmt.verify_root(str(root)).newest_valid if root.exists() else None
         started = time.monotonic()
         process = start_trainer(config, run_dir)
-        if chooser.random() < SAVE_TARGETED_SHARE:
-            # the trainer logs save_begin as a save starts; kill within the save window
-            wait_for(
-                lambda child=process: (
-                    child.poll() is not None
-                    or any(e["event"] == "save_begin" for e in _life_events(run_dir, child.pid))
+        try:
+            if chooser.random() < SAVE_TARGETED_SHARE:
+                # the trainer logs save_begin as a save starts; kill within the save window
+                wait_for(
+                    lambda child=process: (
+                        child.poll() is not None
+                        or any(e["event"] == "save_begin" for e in _life_events(run_dir, child.pid))
+                    )
                 )
-            )
-            time_to_first_save.append(time.monotonic() - started)
-            time.sleep(chooser.uniform(0.0, SAVE_KILL_DELAY_S))
-        else:
-            # anywhere in the life: interpreter start, tidying and verifying the root, resuming, the first
-            # steps and save; bounded by how long a start takes on this machine, so that these lives do
-            # not run far ahead and finish the run before all the kills are done
-            window = statistics.median(time_to_first_save) + 0.05 if time_to_first_save else ANY_TIME_KILL_WINDOW_S
-            time.sleep(chooser.uniform(0.0, window))
-        assert process.poll() is None, f"{context}: run ended before the kill:\n{process_log(run_dir)}"
-        kill_group(process, signal.SIGKILL)
+                time_to_first_save.append(time.monotonic() - started)
+                time.sleep(chooser.uniform(0.0, SAVE_KILL_DELAY_S))
+            else:
+                # anywhere in the life: interpreter start, tidying and verifying the root, resuming, the first
+                # steps and save; bounded by how long a start takes on this machine, so that these lives do
+                # not run far ahead and finish the run before all the kills are done
+                window = statistics.median(time_to_first_save) + 0.05 if time_to_first_save else ANY_TIME_KILL_WINDOW_S
+                time.sleep(chooser.uniform(0.0, window))
+            assert process.poll() is None, f"{context}: run ended before the kill:\n{process_log(run_dir)}"
+            kill_group(process, signal.SIGKILL)
+        finally:
+            if process.poll() is None:  # a failed wait leaves no trainer behind
+                kill_group(process, signal.SIGKILL)
 
         life = _life_events(run_dir, process.pid)
         during_save += _killed_during_save(life)

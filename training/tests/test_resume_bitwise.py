@@ -9,6 +9,7 @@ import signal
 import pytest
 from trainer_harness import (
     EXIT_INTERRUPTED,
+    PROCESS_TIMEOUT,
     events,
     interruption_seed,
     journal,
@@ -29,13 +30,17 @@ INTERRUPTIONS = 2
 
 
 def _interrupt_at(process, run_dir, target: int, sig: int) -> None:
-    wait_for(lambda: last_step(run_dir) >= target or process.poll() is not None)
-    assert process.poll() is None, f"the run ended before step {target}:\n{process_log(run_dir)}"
-    if sig == signal.SIGKILL:
-        kill_group(process, signal.SIGKILL)
-    else:
-        process.send_signal(sig)  # to the trainer, or to torchrun, which forwards it to every worker
-        process.wait(timeout=120)
+    try:
+        wait_for(lambda: last_step(run_dir) >= target or process.poll() is not None)
+        assert process.poll() is None, f"the run ended before step {target}:\n{process_log(run_dir)}"
+        if sig == signal.SIGKILL:
+            kill_group(process, signal.SIGKILL)
+        else:
+            process.send_signal(sig)  # to the trainer, or to torchrun, which forwards it to every worker
+            process.wait(timeout=PROCESS_TIMEOUT)
+    finally:
+        if process.poll() is None:  # a failed wait leaves no trainer (or torchrun worker) behind
+            kill_group(process, signal.SIGKILL)
 
 
 @pytest.mark.slow
