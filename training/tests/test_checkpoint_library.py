@@ -169,6 +169,7 @@ def test_pruning_never_runs_before_the_new_checkpoint_verifies(tmp_path):
             corrupting.save(2, {"a.pt": torch.ones(4)}, {})
     finally:
         corrupting.close()
+    assert corrupting.previous == writer.previous  # a later save chains to step 1, not to the bad step 2
     report = fmt.verify_root(str(tmp_path))
     # step 1 survived (keep_last=1 would have pruned it), the corrupt step 2 was moved aside, not deleted
     assert [c.step for c in report.checkpoints] == [1] and report.checkpoints[0].valid

@@ -249,9 +249,11 @@ class CheckpointWriter:
 
     def save(self, step: int, payloads: dict[str, Any], captured: dict[str, Any]) -> SavedCheckpoint:
         """Commit, verify the committed checkpoint by reading it back, then prune to keep_last."""
+        chained_to = self.previous
         saved = self.commit(step, payloads, captured)
         report = fmt.verify_checkpoint(saved.path)
         if not report.valid:
+            self.previous = chained_to  # the next save chains to the last good checkpoint, not this one
             aside = fmt.move_aside(saved.path, fmt.ASIDE_CORRUPT)
             self._events("aside", path=aside, reason="; ".join(report.errors))
             raise CheckpointSaveError(f"checkpoint {saved.path} failed verification after commit: {report.errors}")
