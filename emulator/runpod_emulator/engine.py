@@ -222,7 +222,7 @@ class Engine:
             shim_data = pod_dir / "emulator"
             conf = (
                 f"count={pod['gpu_effective_count']}\nname={pod['gpu_name']} (emulated)\n"
-                f"memory_mib={pod['gpu_memory_mib']}\npod_id={pod['id']}\n"
+                f"memory_mib={pod['gpu_memory_mib']}\npod_id={pod['id']}\ncuda={pod['cudaVersion']}\n"
             )
             atomic_write_bytes(shim_data / "gpus.conf", conf.encode(), mode=0o644)
             mounts.append((shim_data, SHIM_DATA_IN_POD, True))

@@ -9,9 +9,9 @@ import pytest
 from runpod_emulator.engine import SHIM
 
 
-def run_shim(tmp_path, count: int, *args: str) -> subprocess.CompletedProcess[str]:
+def run_shim(tmp_path, count: int, *args: str, extra_conf: str = "") -> subprocess.CompletedProcess[str]:
     conf = tmp_path / "gpus.conf"
-    conf.write_text(f"count={count}\nname=NVIDIA RTX A6000 (emulated)\nmemory_mib=49140\npod_id=abc123\n")
+    conf.write_text(f"count={count}\nname=NVIDIA RTX A6000 (emulated)\nmemory_mib=49140\npod_id=abc123\n{extra_conf}")
     env = {**os.environ, "RUNPOD_EMULATOR_GPU_CONF": str(conf)}
     return subprocess.run([str(SHIM), *args], capture_output=True, text=True, env=env, timeout=30, check=False)
 
@@ -54,3 +54,10 @@ def test_list_select_unknown_field_and_no_gpus(tmp_path):
     none = run_shim(tmp_path, 0, "--query-gpu=name", "--format=csv")
     assert none.returncode == 6 and none.stdout.strip() == "No devices were found"
     assert "NVIDIA RTX A6000 (emulated)" in run_shim(tmp_path, 1).stdout
+
+
+def test_cuda_version_and_driver_follow_the_pods_host(tmp_path):
+    assert "CUDA Version: 12.8" in run_shim(tmp_path, 1, extra_conf="cuda=12.8\n").stdout
+    driver = run_shim(tmp_path, 1, "--query-gpu=driver_version", "--format=csv,noheader", extra_conf="cuda=12.8\n")
+    assert driver.stdout.strip() == "570.124.06"
+    assert "CUDA Version: 12.6" in run_shim(tmp_path, 1, extra_conf="cuda=12.6\n").stdout

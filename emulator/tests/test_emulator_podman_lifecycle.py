@@ -164,6 +164,9 @@ def test_gpu_shim_and_restart_without_gpus(podman_emulator, ssh_keypair):
         "1, NVIDIA H100 80GB HBM3 (emulated), 81559",
         "False",
     ]
+    # The table's CUDA is the host CUDA the API reports for the pod.
+    banner = ssh_run(key, port, "nvidia-smi | grep -o 'CUDA Version: [0-9.]*'").stdout.strip()
+    assert banner == f"CUDA Version: {pod['cudaVersion']}"
     restarted = podman_emulator.admin("POST", f"/_emulator/pods/{pod['id']}/restart-without-gpus")
     assert restarted["gpu"]["count"] == 0
     running = ssh_ready(podman_emulator, pod["id"])
