@@ -282,13 +282,15 @@ class Engine:
                 self.store.save_pod(pod)
 
     def _forget(self, pod_id: str) -> None:
-        """A terminated pod's persistent disk goes; its record stays (inert) for the billing ledger."""
+        """A terminated pod's persistent disk and logs go (the API no longer shows them); its record stays
+        (inert) for the billing ledger."""
         self.store.delete_pod_data(pod_id)
         with self.store.lock:
             pod = self.store.pods.get(pod_id)
             if pod is not None:
                 pod["inert"] = True
                 self.store.save_pod(pod)
+                self.store.drop_logs(pod_id)
 
     def _kill(self, pod_id: str, grace_s: float, done: threading.Event) -> None:
         exit_code = None

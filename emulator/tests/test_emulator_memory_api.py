@@ -311,3 +311,17 @@ def test_kill_is_a_host_failure(memory_emulator):
     memory_emulator.wait_for(pod_id, lambda p: p["status"] == "RUNNING")
     killed = memory_emulator.admin("POST", f"/_emulator/pods/{pod_id}/kill", {"grace_s": 0})
     assert killed["status"] == "EXITED" and killed["cost"] == 0.0
+
+
+def test_a_terminated_pod_leaves_no_logs_behind_but_stays_billed(memory_emulator):
+    pod_id = create(memory_emulator, name="short-lived")["id"]
+    memory_emulator.admin("POST", f"/_emulator/pods/{pod_id}/logs", {"lines": ["hello"]})
+    log_file = memory_emulator.state_dir / "logs" / f"{pod_id}.jsonl"
+    assert log_file.exists()
+    assert memory_emulator.api("DELETE", f"/v2/pods/{pod_id}")[0] == 204
+    deadline = time.monotonic() + 10
+    while log_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not log_file.exists()
+    billed = memory_emulator.admin("GET", f"/v2/billing/pods?podId={pod_id}")["metadata"]["uniquePodCount"]
+    assert billed == 1
