@@ -8,6 +8,7 @@ anyone else's. Env values reach podman through its environment (`-e NAME`), neve
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import socket
@@ -144,8 +145,9 @@ class PodmanBackend:
 
     def kill(self, pod_id: str, grace_s: float) -> int | None:
         name = self.container_name(pod_id)
-        # podman stop sends SIGTERM, waits up to the grace, then SIGKILL.
-        self._run(["stop", "-t", str(max(0, round(grace_s))), name], timeout_s=grace_s + 60)
+        # podman stop sends SIGTERM, waits up to the grace (whole seconds: rounded up, so a grace of 0.4 s
+        # is not an immediate SIGKILL), then SIGKILL.
+        self._run(["stop", "-t", str(max(0, math.ceil(grace_s))), name], timeout_s=grace_s + 60)
         info = self._inspect(pod_id)
         self.remove(pod_id)
         return None if info is None else info.get("State", {}).get("ExitCode")
