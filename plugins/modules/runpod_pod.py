@@ -114,7 +114,7 @@ options:
     type: int
   persistent_volume_path:
     description:
-      - Mount path of the persistent volume. Fixed at create: with O(persistent_volume_size) set, another path
+      - Mount path of the persistent volume. Fixed at create; with O(persistent_volume_size) set, another path
         on an existing pod is an error.
     type: str
     default: /workspace
@@ -124,7 +124,7 @@ options:
     type: str
   network_volume_path:
     description:
-      - Mount path of the network volume. Fixed at create: with O(network_volume_id) set, another path on an
+      - Mount path of the network volume. Fixed at create; with O(network_volume_id) set, another path on an
         existing pod is an error.
     type: str
     default: /workspace
