@@ -48,12 +48,26 @@ notes:
   - The modules talk to the RunPod REST API v2 directly; no Python SDK is needed on the controller.
 """
 
-    # Membership of the trainops.gpu.runpod action group (meta/runtime.yml), shared by every RunPod module.
-    ATTRIBUTES_ACTION_GROUP = r"""
+    # Shared by every RunPod module: membership of the trainops.gpu.runpod action group (meta/runtime.yml),
+    # and the platform (the modules only speak HTTPS, so they run wherever Python does).
+    ATTRIBUTES = r"""
 attributes:
   action_group:
     description: Use C(group/trainops.gpu.runpod) in C(module_defaults) to set defaults for this module.
     support: full
     membership:
       - trainops.gpu.runpod
+  platform:
+    support: full
+    platforms: all
+"""
+
+    # The read-only *_info modules.
+    ATTRIBUTES_INFO = r"""
+attributes:
+  check_mode:
+    support: full
+    details: Read-only; runs the same in check mode.
+  diff_mode:
+    support: none
 """

@@ -15,18 +15,10 @@ description:
 author:
   - trainops.gpu maintainers (!UNKNOWN)
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
   - trainops.gpu.runpod
-  - trainops.gpu.runpod.attributes_action_group
-attributes:
-  check_mode:
-    support: full
-    details: Read-only; runs the same in check mode.
-  diff_mode:
-    support: none
-  platform:
-    support: full
-    platforms: all
+  - trainops.gpu.runpod.attributes
+  - trainops.gpu.runpod.attributes_info
+  - ansible.builtin.action_common_attributes
 options:
   id:
     description:

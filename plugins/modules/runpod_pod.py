@@ -22,18 +22,15 @@ description:
 author:
   - trainops.gpu maintainers (!UNKNOWN)
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
   - trainops.gpu.runpod
-  - trainops.gpu.runpod.attributes_action_group
+  - trainops.gpu.runpod.attributes
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
     details: Reads the API (including the catalog validation) but never sends a mutating request.
   diff_mode:
     support: full
-  platform:
-    support: full
-    platforms: all
 options:
   id:
     description:
