@@ -32,26 +32,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "emulator"))
 
-from runpod_emulator.testing import EmulatorProcess  # noqa: E402
+from runpod_emulator.testing import EmulatorProcess, ssh_run  # noqa: E402
 
 GPU = "NVIDIA H100 80GB HBM3"
-SSH_OPTIONS = [
-    "-o",
-    "StrictHostKeyChecking=no",
-    "-o",
-    "UserKnownHostsFile=/dev/null",
-    "-o",
-    "LogLevel=ERROR",
-    "-o",
-    "BatchMode=yes",
-    "-o",
-    "ConnectTimeout=5",
-]
 
 
 def ssh_ok(key: Path, port: int) -> bool:
-    command = ["ssh", "-i", str(key), *SSH_OPTIONS, "-p", str(port), "root@127.0.0.1", "true"]
-    return subprocess.run(command, capture_output=True, timeout=30, check=False).returncode == 0
+    return ssh_run(key, port, "true").returncode == 0
 
 
 def wait_ssh(key: Path, port: int, timeout_s: float = 120) -> None:

@@ -30,6 +30,9 @@ Usage (pytest)::
 - `.admin(method, path, body=None)` -> parsed JSON (None for 204); raises RuntimeError on any status >= 400.
 - `.wait_for(pod_id, predicate, timeout_s)`: polls GET /v2/pods/{id} until predicate(pod) is true.
 - The key reaches the server through its environment (RUNPOD_EMULATOR_API_KEY), never its command line.
+
+`ssh_run(key, port, command, timeout_s=30)` runs a command in a pod over real SSH (root@127.0.0.1:port),
+non-interactively and without pinning host keys (pods get new ones and new ports on every start).
 """
 
 from __future__ import annotations
@@ -51,6 +54,20 @@ from typing import Any
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[1]
 REPO_ROOT = PACKAGE_PARENT.parent
+
+SSH_OPTIONS = ("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+               "-o", "BatchMode=yes", "-o", "ConnectTimeout=10")  # fmt: skip
+
+
+def ssh_run(key: Path, port: int, command: str, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
+    """Run `command` in a pod over real SSH (root@127.0.0.1:port)."""
+    return subprocess.run(
+        ["ssh", "-i", str(key), *SSH_OPTIONS, "-p", str(port), "root@127.0.0.1", command],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
 
 
 class EmulatorProcess:

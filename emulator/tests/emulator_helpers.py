@@ -14,6 +14,7 @@ EMULATOR_DIR = Path(__file__).resolve().parents[1]
 if str(EMULATOR_DIR) not in sys.path:
     sys.path.insert(0, str(EMULATOR_DIR))
 
+
 GPU = "NVIDIA H100 80GB HBM3"
 
 
@@ -21,35 +22,6 @@ def gpu_pod_body(name: str = "t-pod", **extra) -> dict:
     body = {"name": name, "image": "runpod/pytorch:2.8.0", "gpu": {"id": GPU, "count": 1}, "ports": ["22/tcp"]}
     body.update(extra)
     return body
-
-
-def ssh_run(key: Path, port: int, command: str, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
-    """Run `command` in a pod over real SSH (root@127.0.0.1:port)."""
-    return subprocess.run(
-        [
-            "ssh",
-            "-i",
-            str(key),
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-            "-o",
-            "LogLevel=ERROR",
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "ConnectTimeout=10",
-            "-p",
-            str(port),
-            "root@127.0.0.1",
-            command,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
 
 
 def podman(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:

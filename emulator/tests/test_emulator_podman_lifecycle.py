@@ -7,9 +7,9 @@ import socket
 import time
 
 import pytest
-from emulator_helpers import GPU, podman, ssh_run
+from emulator_helpers import GPU, podman
 from runpod_emulator.backends.podman import probe_ssh_banner
-from runpod_emulator.testing import EmulatorProcess
+from runpod_emulator.testing import EmulatorProcess, ssh_run
 
 pytestmark = pytest.mark.podman
 

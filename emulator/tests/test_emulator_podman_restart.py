@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from emulator_helpers import GPU, pod_image, podman, require_podman_image, ssh_run
-from runpod_emulator.testing import EmulatorProcess
+from emulator_helpers import GPU, pod_image, podman, require_podman_image
+from runpod_emulator.testing import EmulatorProcess, ssh_run
 
 pytestmark = pytest.mark.podman
 

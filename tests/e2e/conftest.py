@@ -6,11 +6,15 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import uuid
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# runpod_emulator.testing holds the SSH helper every pod test shares.
+if str(ROOT / "emulator") not in sys.path:
+    sys.path.insert(0, str(ROOT / "emulator"))
 
 
 @pytest.fixture(scope="session")

@@ -6,28 +6,15 @@ import subprocess
 import time
 
 import pytest
+from runpod_emulator.testing import ssh_run as ssh
 
 pytestmark = pytest.mark.podman
-
-
-SSH_OPTIONS = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-               "-o", "ConnectTimeout=5", "-o", "LogLevel=ERROR"]  # fmt: skip
-
-
-def ssh(key, port: int, command: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["ssh", "-i", str(key), "-p", str(port), *SSH_OPTIONS, "root@127.0.0.1", command],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 def wait_for_ssh(key, port: int, deadline_s: float = 60) -> None:
     end = time.monotonic() + deadline_s
     while True:
-        result = ssh(key, port, "true", timeout=10)
+        result = ssh(key, port, "true", timeout_s=15)
         if result.returncode == 0:
             return
         if time.monotonic() > end:
@@ -73,7 +60,7 @@ def test_public_key_gives_ssh_with_torch_and_env_is_pid1_only(pod_image, ssh_key
 def test_without_public_key_there_is_no_ssh(pod_image, ssh_keypair, container_name):
     port = start_pod(pod_image, container_name, {})
     time.sleep(2)
-    assert ssh(ssh_keypair[0], port, "true", timeout=15).returncode != 0
+    assert ssh(ssh_keypair[0], port, "true", timeout_s=15).returncode != 0
     assert in_container(container_name, "pgrep -x sshd").returncode != 0, "sshd runs without a PUBLIC_KEY"
 
 
