@@ -14,7 +14,7 @@ export CONTAINERS_CONF := $(ROOT)/config/containers.conf
 export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/collections
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: help setup image test drill lint sanity units pytest clean
+.PHONY: help setup doctor image test drill lint sanity units pytest clean
 
 # Each part of the project adds its targets in mk/<part>.mk, and its test targets to TEST_TARGETS.
 TEST_TARGETS :=
@@ -22,6 +22,7 @@ TEST_TARGETS :=
 
 help:
 	@echo "make setup   install everything a fresh machine needs (apt, .venv, collections)"
+	@echo "make doctor  check that this machine can run pods as the tests and the drill do"
 	@echo "make image   build the local pod image (reused when its inputs are unchanged)"
 	@echo "make test    every test: lint, ansible-test sanity and units, pytest"
 	@echo "make drill   the resume drill against the emulator"
@@ -31,6 +32,12 @@ help:
 
 setup:
 	@scripts/setup.sh
+	@$(MAKE) --no-print-directory doctor
+
+# The self-check setup ends with: host programs, and a pod of the local image started with the emulator's
+# own podman arguments, reached over SSH (skipped, saying so, until `make image` has built the image).
+doctor:
+	@$(PY) -m runpod_emulator.doctor
 
 image: setup
 	@emulator/image/build.sh

@@ -29,10 +29,10 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "emulator"))
+from runpod_emulator.backends.podman import default_image, run_command
+from runpod_emulator.testing import EmulatorProcess, ssh_run
 
-from runpod_emulator.testing import EmulatorProcess, ssh_run  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 GPU = "NVIDIA H100 80GB HBM3"
 
@@ -56,11 +56,6 @@ def podman_env() -> dict[str, str]:
     return env
 
 
-def pod_image() -> str:
-    tag = subprocess.run([str(ROOT / "emulator" / "image" / "tag.sh")], capture_output=True, text=True, check=True)
-    return f"localhost/trainops-pod:{tag.stdout.strip()}"
-
-
 def bench_ssh_ready(workdir: Path, rounds: int) -> None:
     key = workdir / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=30)
@@ -70,14 +65,9 @@ def bench_ssh_ready(workdir: Path, rounds: int) -> None:
     for index in range(rounds):
         name = f"rpemu-bench-base-{os.getpid()}-{index}"
         started = time.monotonic()
-        run = subprocess.run(
-            ["podman", "run", "-d", "--init", "--name", name, "-p", "127.0.0.1::22", "-e", "PUBLIC_KEY", pod_image()],
-            capture_output=True,
-            text=True,
-            env={**env, "PUBLIC_KEY": public_key},
-            timeout=120,
-            check=True,
-        )
+        # The emulator's own podman arguments, without the emulator around them.
+        args, run_env = run_command(default_image(), name, env={"PUBLIC_KEY": public_key}, base_env=env)
+        run = subprocess.run(["podman", *args], capture_output=True, text=True, env=run_env, timeout=120, check=True)
         try:
             mapping = subprocess.run(
                 ["podman", "port", name, "22/tcp"], capture_output=True, text=True, env=env, timeout=30, check=True

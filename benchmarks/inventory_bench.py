@@ -26,7 +26,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", str(ROOT / "collections"))
 os.environ.setdefault("ANSIBLE_CONFIG", str(ROOT / "ansible.cfg"))
-sys.path.insert(0, str(ROOT / "emulator"))
 
 from ansible.plugins.loader import init_plugin_loader  # noqa: E402
 

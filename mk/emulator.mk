@@ -17,7 +17,7 @@ emulator-start: setup
 	elif [ ! -s "$$key_file" ]; then $(PY) -c 'import secrets; print("emu-" + secrets.token_hex(16))' > "$$key_file"; fi; \
 	chmod 600 "$$key_file"; \
 	rm -f "$(EMULATOR_STATE)/emulator.json"; \
-	PYTHONPATH="$(ROOT)/emulator" nohup $(PY) -m runpod_emulator serve --host 127.0.0.1 --port $(EMULATOR_PORT) \
+	nohup $(PY) -m runpod_emulator serve --host 127.0.0.1 --port $(EMULATOR_PORT) \
 		--state-dir "$(EMULATOR_STATE)" --backend $(EMULATOR_BACKEND) --api-key-file "$$key_file" \
 		>> "$(EMULATOR_STATE)/emulator.out" 2>&1 & echo $$! > "$(EMULATOR_STATE)/emulator.pid"; \
 	for _i in $$(seq 1 300); do \

@@ -10,7 +10,7 @@ venv="$root/.venv"
 collections="$root/collections/ansible_collections"
 # The `ansible` wheel carries ansible.posix and containers.podman; Galaxy is unreachable here.
 ansible_wheel_version=12.3.0
-apt_packages=(podman runc slirp4netns uidmap debootstrap rsync openssh-client shellcheck tmux make git ca-certificates python3-venv)
+apt_packages=(podman catatonit runc conmon slirp4netns uidmap debootstrap rsync openssh-client shellcheck tmux make git ca-certificates python3-venv)
 
 step() {
     local name=$1; shift
@@ -49,6 +49,24 @@ venv_step() {
     "$venv/bin/pip" install -q --disable-pip-version-check -r requirements.txt 2>&1 | grep -v '^WARNING: Location' || true
     "$venv/bin/python" -c 'import ansible, torch, molecule, openapi_core' || { echo "setup: venv install failed" >&2; exit 1; }
     echo "$want" > "$venv/.requirements"
+}
+
+packages_step() {
+    # This checkout's Python packages, editable: tests, benchmarks and make targets import them from .venv.
+    local want have="" packages=(emulator)
+    want=$(cat galaxy.yml "${packages[@]/%//pyproject.toml}" "${packages[@]/%//setup.py}" | sha256sum | cut -c1-16)
+    [ -f "$venv/.packages" ] && have=$(cat "$venv/.packages")
+    if [ "$want" = "$have" ]; then
+        echo "  ${packages[*]} installed editable"
+        return
+    fi
+    local args=()
+    for p in "${packages[@]}"; do args+=(-e "$root/$p"); done
+    "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation "${args[@]}" 2>&1 \
+        | { grep -v '^WARNING: Location' || true; }
+    "$venv/bin/python" -c 'import runpod_emulator' || { echo "setup: editable install failed" >&2; exit 1; }
+    echo "$want" > "$venv/.packages"
+    echo "  installed editable: ${packages[*]}"
 }
 
 collections_step() {
@@ -94,6 +112,7 @@ sanity_step() {
 
 step "apt packages" apt_step
 step "python venv (.venv)" venv_step
+step "python packages (editable)" packages_step
 step "ansible collections" collections_step
 step "ansible-test offline pip bootstrap" sanity_step
 echo "setup: ok"

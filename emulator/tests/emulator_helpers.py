@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from runpod_emulator.backends.podman import default_image
+from runpod_emulator.doctor import DoctorFailure, ensure_pods_can_run
 
 EMULATOR_DIR = Path(__file__).resolve().parents[1]
-if str(EMULATOR_DIR) not in sys.path:
-    sys.path.insert(0, str(EMULATOR_DIR))
 
 
 GPU = "NVIDIA H100 80GB HBM3"
@@ -31,14 +29,12 @@ def podman(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[st
 
 
 def pod_image() -> str:
-    tag = subprocess.run(
-        [str(EMULATOR_DIR / "image" / "tag.sh")], capture_output=True, text=True, timeout=30, check=True
-    ).stdout.strip()
-    return f"localhost/trainops-pod:{tag}"
+    return default_image()
 
 
 def require_podman_image() -> None:
-    if shutil.which("podman") is None:
-        pytest.skip("podman is not installed")
-    if podman("image", "exists", pod_image()).returncode != 0:
-        pytest.fail(f"pod image {pod_image()} is missing: run `make image`")
+    """Fail with `make doctor`'s message (naming the missing piece) unless pods can run here."""
+    try:
+        ensure_pods_can_run()
+    except DoctorFailure as exc:
+        pytest.fail(str(exc), pytrace=False)

@@ -4,32 +4,23 @@ from __future__ import annotations
 
 import os
 import pathlib
-import shutil
 import subprocess
-import sys
 import uuid
 
 import pytest
+from runpod_emulator.doctor import DoctorFailure, ensure_pods_can_run
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-# runpod_emulator.testing holds the SSH helper every pod test shares.
-if str(ROOT / "emulator") not in sys.path:
-    sys.path.insert(0, str(ROOT / "emulator"))
 
 
 @pytest.fixture(scope="session")
 def pod_image() -> str:
-    """The tag of the local pod image; `make image` builds it (make test does)."""
-    if shutil.which("podman") is None:
-        pytest.fail("podman is not installed: run `make setup`")
+    """The tag of the local pod image, once `make doctor`'s checks pass (podman starts a pod, SSH works)."""
     os.environ.setdefault("CONTAINERS_CONF", str(ROOT / "config" / "containers.conf"))
-    tag = subprocess.run(
-        [str(ROOT / "emulator" / "image" / "tag.sh")], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    image = f"localhost/trainops-pod:{tag}"
-    if subprocess.run(["podman", "image", "exists", image], check=False).returncode != 0:
-        pytest.fail(f"{image} is missing: run `make image`")
-    return image
+    try:
+        return ensure_pods_can_run()
+    except DoctorFailure as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import subprocess
 import time
 
 import pytest
+from runpod_emulator.backends.podman import run_command
 from runpod_emulator.testing import ssh_run as ssh
 
 pytestmark = pytest.mark.podman
@@ -23,13 +24,9 @@ def wait_for_ssh(key, port: int, deadline_s: float = 60) -> None:
 
 
 def start_pod(image: str, name: str, env: dict[str, str]) -> int:
-    """Start a container the way the emulator does; return its SSH port, checked to be on loopback."""
-    env_args = [arg for key, value in env.items() for arg in ("-e", f"{key}={value}")]
-    subprocess.run(
-        ["podman", "run", "-d", "--init", "--name", name, "-p", "127.0.0.1::22", *env_args, image],
-        check=True,
-        capture_output=True,
-    )
+    """Start a container with the emulator's own podman arguments; return its SSH port, checked on loopback."""
+    args, podman_env = run_command(image, name, env=env)
+    subprocess.run(["podman", *args], check=True, capture_output=True, env=podman_env)
     out = subprocess.run(["podman", "port", name, "22/tcp"], check=True, capture_output=True, text=True).stdout
     host, port = out.strip().splitlines()[0].rsplit(":", 1)
     assert host == "127.0.0.1", f"ssh published off loopback: {host}"

@@ -14,11 +14,13 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..clock import parse_rfc3339
 from .base import BackendError, ContainerState, LaunchSpec
 
+IMAGE_REPOSITORY = "localhost/trainops-pod"
 LABEL_STATE = "trainops.emulator.state"
 LABEL_POD = "trainops.emulator.pod"
 LABEL_GEN = "trainops.emulator.gen"
@@ -74,33 +76,16 @@ class PodmanBackend:
 
     def launch(self, spec: LaunchSpec) -> None:
         name = self.container_name(spec.pod_id)
-        args = [
-            "run",
-            "-d",
-            "--init",
-            "--name",
+        labels = {LABEL_STATE: self.state_dir, LABEL_POD: spec.pod_id, LABEL_GEN: str(spec.gen)}
+        args, env = run_command(
+            self.image,
             name,
-            "--hostname",
-            spec.pod_id,
-            "--label",
-            f"{LABEL_STATE}={self.state_dir}",
-            "--label",
-            f"{LABEL_POD}={spec.pod_id}",
-            "--label",
-            f"{LABEL_GEN}={spec.gen}",
-        ]
-        if spec.publish_ssh:
-            args += ["-p", "127.0.0.1::22"]
-        env = dict(os.environ)
-        for key, value in spec.env.items():
-            if key in _PODMAN_OWN_ENV:
-                args += ["-e", f"{key}={value}"]
-            else:
-                env[key] = value
-                args += ["-e", key]
-        for host_dir, container_path, read_only in spec.mounts:
-            args += ["-v", f"{host_dir}:{container_path}{':ro' if read_only else ''}"]
-        args.append(self.image)
+            hostname=spec.pod_id,
+            labels=labels,
+            env=spec.env,
+            publish_ssh=spec.publish_ssh,
+            mounts=spec.mounts,
+        )
         result = self._run(args, env=env)
         if result.returncode != 0 and "already in use" in result.stderr:
             # A container of an earlier incarnation that no record knew about (a crash mid-launch).
@@ -128,7 +113,7 @@ class PodmanBackend:
                 raise BackendError(f"container {self.container_name(pod_id)} is gone")
             state = info.get("State", {})
             if state.get("Running"):
-                return _published_ssh_port(info)
+                return published_ssh_port(info)
             if state.get("Status") in ("exited", "stopped", "dead"):
                 raise BackendError(f"container {self.container_name(pod_id)} exited with code {state.get('ExitCode')}")
             if time.monotonic() > deadline:
@@ -194,7 +179,57 @@ class PodmanBackend:
         return lines
 
 
-def _published_ssh_port(info: dict) -> int | None:
+def default_image() -> str:
+    """The local pod image this checkout builds: localhost/trainops-pod:<hash of emulator/image/'s inputs>."""
+    tag_script = Path(__file__).resolve().parents[2] / "image" / "tag.sh"
+    try:
+        result = subprocess.run([str(tag_script)], capture_output=True, text=True, timeout=30, check=False)
+    except OSError as exc:
+        raise BackendError(f"{tag_script} cannot run: {exc}") from None
+    if result.returncode != 0 or not result.stdout.strip():
+        raise BackendError(f"{tag_script} failed: {result.stderr.strip()}")
+    return f"{IMAGE_REPOSITORY}:{result.stdout.strip()}"
+
+
+def run_command(
+    image: str,
+    name: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    hostname: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    publish_ssh: bool = True,
+    mounts: Iterable[tuple[Path | str, str, bool]] = (),
+    base_env: Mapping[str, str] | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """The one definition of how a pod container is started: (podman arguments, podman's environment).
+
+    The emulator's backend, `runpod_emulator.doctor` and the pod image tests all start containers through
+    this. Detached, with an init (`--init`: catatonit reaps processes and a stop takes no 10 s), sshd's
+    22/tcp published on 127.0.0.1 only. Env values travel in podman's environment (`-e NAME`), never on its
+    command line where `ps` would show them; only names podman itself reads from its environment go inline.
+    """
+    args = ["run", "-d", "--init", "--name", name]
+    if hostname:
+        args += ["--hostname", hostname]
+    for key, value in (labels or {}).items():
+        args += ["--label", f"{key}={value}"]
+    if publish_ssh:
+        args += ["-p", "127.0.0.1::22"]
+    podman_env = dict(os.environ if base_env is None else base_env)
+    for key, value in (env or {}).items():
+        if key in _PODMAN_OWN_ENV:
+            args += ["-e", f"{key}={value}"]
+        else:
+            podman_env[key] = value
+            args += ["-e", key]
+    for host_dir, container_path, read_only in mounts:
+        args += ["-v", f"{host_dir}:{container_path}{':ro' if read_only else ''}"]
+    args.append(image)
+    return args, podman_env
+
+
+def published_ssh_port(info: dict) -> int | None:
     ports = (info.get("NetworkSettings") or {}).get("Ports") or {}
     for binding in ports.get("22/tcp") or []:
         port = str(binding.get("HostPort", ""))
