@@ -143,6 +143,8 @@ def main() -> int:
             cached_calls.append(api_calls(emulator))
             if hosts != ready or cached_hosts != hosts:
                 raise SystemExit(f"inventory gave {hosts} hosts ({cached_hosts} cached) for {ready} pods with SSH")
+            if uncached_calls[-1] != 1:
+                raise SystemExit(f"an uncached run made {uncached_calls[-1]} API calls; it must make exactly 1")
             if cached_calls[-1] != 0:
                 raise SystemExit(f"a run served from the cache made {cached_calls[-1]} API calls; it must make none")
 
