@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from .backends import BackendError, ContainerState, LaunchSpec, PodBackend
 from .clock import Clock
-from .lifecycle import ACTIVE, transition
+from .lifecycle import transition
+from .models import ACTIVE, Pod
 from .persist import atomic_write_bytes
 from .store import Store
 
@@ -58,7 +58,7 @@ class Engine:
         self._pool = None if backend.instant else ThreadPoolExecutor(workers, thread_name_prefix="pod-op")
         self._thread: threading.Thread | None = None
         self._next_monitor = 0.0
-        self.paused = False
+        self._paused = False
 
     # Lifecycle -----------------------------------------------------------------------------------------
 
@@ -77,6 +77,16 @@ class Engine:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def pause(self) -> None:
+        """Start no operation until `resume` (those under way still finish: see `wait_idle`)."""
+        with self.store.lock:
+            self._paused = True
+
+    def resume(self) -> None:
+        with self.store.lock:
+            self._paused = False
+        self.wake()
 
     def idle(self) -> bool:
         with self.store.lock:
@@ -99,17 +109,17 @@ class Engine:
     def tick(self) -> None:
         steps: list[tuple[str, Callable[[], None]]] = []
         with self.store.lock:
-            if self.paused:
+            if self._paused:
                 return
             now = self.clock.now()
             moment = time.monotonic()
             for pod in self.store.pods.values():
-                if pod["id"] in self._inflight or pod.get("inert") or self._backoff.get(pod["id"], 0) > moment:
+                if pod.id in self._inflight or pod.internal.inert or self._backoff.get(pod.id, 0) > moment:
                     continue
                 step = self._decide(pod, now)
                 if step is not None:
-                    self._inflight.add(pod["id"])
-                    steps.append((pod["id"], step))
+                    self._inflight.add(pod.id)
+                    steps.append((pod.id, step))
         for pod_id, step in steps:
             if self._pool is None:
                 self._run_step(pod_id, step)
@@ -127,35 +137,35 @@ class Engine:
                 self._op_done_at[pod_id] = time.monotonic()
             self._wake.set()
 
-    def _decide(self, pod: dict[str, Any], now: float) -> Callable[[], None] | None:
-        pod_id, gen = pod["id"], pod["gen"]
+    def _decide(self, pod: Pod, now: float) -> Callable[[], None] | None:
+        pod_id, gen = pod.id, pod.internal.gen
         if pod_id in self._kill_requests:
             grace, done = self._kill_requests[pod_id]
             return lambda: self._kill(pod_id, grace, done)
-        if pod["status"] not in ACTIVE:
-            if pod.get("container_present"):
+        if pod.status not in ACTIVE:
+            if pod.internal.container_present:
                 return lambda: self._remove(pod_id)
-            if pod["status"] == "TERMINATED":
+            if pod.terminated:
                 return lambda: self._forget(pod_id)
             return None
-        if pod.get("container_present") and pod.get("container_gen") != gen:
+        if pod.internal.container_present and pod.internal.container_gen != gen:
             return lambda: self._remove(pod_id)
-        if not pod.get("container_present"):
-            if now >= pod["status_since"] + self.backend.provision_s:
+        if not pod.internal.container_present:
+            if now >= pod.internal.status_since + self.backend.provision_s:
                 return lambda: self._launch(pod_id, gen)
             return None
-        if pod["status"] != "RUNNING":
-            if now >= pod["status_since"] + self.backend.start_s:
+        if pod.status != "RUNNING":
+            if now >= pod.internal.status_since + self.backend.start_s:
                 return lambda: self._confirm_running(pod_id, gen)
             return None
         if (
-            pod.get("ssh_wanted")
-            and pod.get("ssh_port")
-            and not pod.get("ssh_ready")
-            and now < pod.get("ssh_deadline", 0)
-            and now >= pod.get("ssh_next_probe", 0)
+            pod.internal.ssh_wanted
+            and pod.internal.ssh_port
+            and not pod.internal.ssh_ready
+            and now < pod.internal.ssh_deadline
+            and now >= pod.internal.ssh_next_probe
         ):
-            port = pod["ssh_port"]
+            port = pod.internal.ssh_port
             return lambda: self._probe(pod_id, gen, port)
         return None
 
@@ -164,7 +174,7 @@ class Engine:
     def _launch(self, pod_id: str, gen: int) -> None:
         with self.store.lock:
             pod = self.store.pods.get(pod_id)
-            if pod is None or pod["gen"] != gen:
+            if pod is None or pod.internal.gen != gen:
                 return
             spec = self._launch_spec(pod)
         error = None
@@ -178,56 +188,56 @@ class Engine:
                 return
             now = self.clock.now()
             if error is None:
-                pod["container_present"] = True
-                pod["container_gen"] = gen
-            if pod["gen"] != gen:
+                pod.internal.container_present = True
+                pod.internal.container_gen = gen
+            if pod.internal.gen != gen:
                 self.store.save_pod(pod)
                 return
             if error is not None:
                 transition(self.store, now, pod, "ERROR", error)
-            elif pod["status"] == "PROVISIONING":
+            elif pod.status == "PROVISIONING":
                 transition(self.store, now, pod, "STARTING", "container created")
             else:
-                pod["status_since"] = now
+                pod.internal.status_since = now
                 self.store.append_log(pod_id, "system", "container created", now)
                 self.store.save_pod(pod)
 
-    def _launch_spec(self, pod: dict[str, Any]) -> LaunchSpec:
-        env = dict(pod["env"])
+    def _launch_spec(self, pod: Pod) -> LaunchSpec:
+        env = dict(pod.env)
         env.update(
             {
-                "RUNPOD_POD_ID": pod["id"],
-                "RUNPOD_POD_HOSTNAME": pod["id"],
-                "RUNPOD_DC_ID": pod["dataCenterId"],
-                "RUNPOD_GPU_COUNT": str(pod["gpu_effective_count"] if pod.get("gpu") else 0),
-                "RUNPOD_CPU_COUNT": str(pod["cpu"]["vcpuCount"]) if pod.get("cpu") else "",
+                "RUNPOD_POD_ID": pod.id,
+                "RUNPOD_POD_HOSTNAME": pod.id,
+                "RUNPOD_DC_ID": pod.data_center_id,
+                "RUNPOD_GPU_COUNT": str(pod.gpu_count),
+                "RUNPOD_CPU_COUNT": str(pod.cpu.vcpu_count) if pod.cpu else "",
             }
         )
-        if pod.get("ssh_public_key") and "PUBLIC_KEY" not in pod["env"]:
-            env["PUBLIC_KEY"] = pod["ssh_public_key"]
+        if pod.internal.ssh_public_key and "PUBLIC_KEY" not in pod.env:
+            env["PUBLIC_KEY"] = pod.internal.ssh_public_key
         mounts: list[tuple[Path, str, bool]] = []
         if self.backend.instant:
-            return LaunchSpec(pod["id"], pod["gen"], env, "22/tcp" in pod["ports"], mounts)
-        pod_dir = self.store.pod_dir(pod["id"])
-        persistent = pod["mounts"].get("persistent")
+            return LaunchSpec(pod.id, pod.internal.gen, env, pod.exposes_ssh, mounts)
+        pod_dir = self.store.pod_dir(pod.id)
+        persistent = pod.mounts.get("persistent")
         if persistent:
             host = pod_dir / "persistent"
             host.mkdir(parents=True, exist_ok=True)
             mounts.append((host, persistent["path"], False))
-        for network in pod["mounts"].get("network", []):
+        for network in pod.mounts.get("network", []):
             host = self.store.volume_dir(network["volumeId"])
             host.mkdir(parents=True, exist_ok=True)
             mounts.append((host, network["path"], False))
-        if pod.get("gpu"):
+        if pod.gpu:
             shim_data = pod_dir / "emulator"
             conf = (
-                f"count={pod['gpu_effective_count']}\nname={pod['gpu_name']} (emulated)\n"
-                f"memory_mib={pod['gpu_memory_mib']}\npod_id={pod['id']}\ncuda={pod['cudaVersion']}\n"
+                f"count={pod.internal.gpu_effective_count}\nname={pod.internal.gpu_name} (emulated)\n"
+                f"memory_mib={pod.internal.gpu_memory_mib}\npod_id={pod.id}\ncuda={pod.cuda_version}\n"
             )
             atomic_write_bytes(shim_data / "gpus.conf", conf.encode(), mode=0o644)
             mounts.append((shim_data, SHIM_DATA_IN_POD, True))
             mounts.append((SHIM, "/usr/local/bin/nvidia-smi", True))
-        return LaunchSpec(pod["id"], pod["gen"], env, "22/tcp" in pod["ports"], mounts)
+        return LaunchSpec(pod.id, pod.internal.gen, env, pod.exposes_ssh, mounts)
 
     def _confirm_running(self, pod_id: str, gen: int) -> None:
         error = None
@@ -238,32 +248,32 @@ class Engine:
             error = str(exc) or type(exc).__name__
         with self.store.lock:
             pod = self.store.pods.get(pod_id)
-            if pod is None or pod["gen"] != gen:
+            if pod is None or pod.internal.gen != gen:
                 return
             now = self.clock.now()
             if error is not None:
                 transition(self.store, now, pod, "ERROR", error)
                 return
             transition(self.store, now, pod, "RUNNING", "container running")
-            pod["ssh_port"] = port if "22/tcp" in pod["ports"] else None
-            pod["ssh_deadline"] = now + self.ssh_timeout_s
-            pod["ssh_next_probe"] = now
+            pod.internal.ssh_port = port if pod.exposes_ssh else None
+            pod.internal.ssh_deadline = now + self.ssh_timeout_s
+            pod.internal.ssh_next_probe = now
             self.store.save_pod(pod)
 
     def _probe(self, pod_id: str, gen: int, port: int) -> None:
         answered = self.backend.probe_ssh(port)
         with self.store.lock:
             pod = self.store.pods.get(pod_id)
-            if pod is None or pod["gen"] != gen or pod["status"] != "RUNNING":
+            if pod is None or pod.internal.gen != gen or pod.status != "RUNNING":
                 return
             now = self.clock.now()
             if answered:
-                pod["ssh_ready"] = True
+                pod.internal.ssh_ready = True
                 self.store.append_log(pod_id, "system", f"sshd answers on 127.0.0.1:{port}", now)
                 self.store.save_pod(pod)
             else:
-                pod["ssh_next_probe"] = now + 0.1
-                if now + 0.1 >= pod["ssh_deadline"]:
+                pod.internal.ssh_next_probe = now + 0.1
+                if now + 0.1 >= pod.internal.ssh_deadline:
                     self.store.append_log(pod_id, "system", f"sshd did not answer within {self.ssh_timeout_s} s", now)
 
     def _remove(self, pod_id: str) -> None:
@@ -277,8 +287,8 @@ class Engine:
         with self.store.lock:
             pod = self.store.pods.get(pod_id)
             if pod is not None:
-                pod["container_present"] = False
-                pod["container_gen"] = None
+                pod.internal.container_present = False
+                pod.internal.container_gen = None
                 self.store.save_pod(pod)
 
     def _forget(self, pod_id: str) -> None:
@@ -288,7 +298,7 @@ class Engine:
         with self.store.lock:
             pod = self.store.pods.get(pod_id)
             if pod is not None:
-                pod["inert"] = True
+                pod.internal.inert = True
                 self.store.save_pod(pod)
                 self.store.drop_logs(pod_id)
 
@@ -304,15 +314,15 @@ class Engine:
             if pod is None:
                 done.set()
                 return
-            pod["container_present"] = False
-            pod["container_gen"] = None
-            pod["gen"] += 1
+            pod.internal.container_present = False
+            pod.internal.container_gen = None
+            pod.internal.gen += 1
             if exit_code is not None:
                 detail = "after SIGTERM" if exit_code != 137 else "SIGKILL after the grace"
                 self.store.append_log(
                     pod_id, "system", f"container stopped: exit code {exit_code} ({detail})", self.clock.now()
                 )
-            if pod["status"] in ACTIVE:
+            if pod.status in ACTIVE:
                 transition(self.store, self.clock.now(), pod, "EXITED", "host failure (killed by the admin API)")
             else:
                 self.store.save_pod(pod)
@@ -333,28 +343,28 @@ class Engine:
         with self.store.lock:
             now = self.clock.now()
             for pod in self.store.pods.values():
-                if pod.get("inert"):
+                if pod.internal.inert:
                     continue
                 if containers is None:
                     continue  # memory backend: records are the whole truth
-                found = containers.get(pod["id"])
-                pod["container_present"] = found is not None
-                pod["container_gen"] = found.gen if found is not None else None
-                alive = found is not None and found.running and found.gen == pod["gen"]
-                if pod["status"] in ("STARTING", "RUNNING") and not alive:
-                    pod["gen"] += 1
+                found = containers.get(pod.id)
+                pod.internal.container_present = found is not None
+                pod.internal.container_gen = found.gen if found is not None else None
+                alive = found is not None and found.running and found.gen == pod.internal.gen
+                if pod.status in ("STARTING", "RUNNING") and not alive:
+                    pod.internal.gen += 1
                     transition(self.store, now, pod, "EXITED", "container vanished while the emulator was down")
-                elif pod["status"] == "RUNNING":
-                    pod["ssh_ready"] = False
-                    pod["ssh_deadline"] = now + self.ssh_timeout_s
-                    pod["ssh_next_probe"] = now
+                elif pod.status == "RUNNING":
+                    pod.internal.ssh_ready = False
+                    pod.internal.ssh_deadline = now + self.ssh_timeout_s
+                    pod.internal.ssh_next_probe = now
                     self.store.save_pod(pod)
                 else:
                     self.store.save_pod(pod)
             orphans = [
                 found
                 for pod_id, found in (containers or {}).items()
-                if pod_id not in self.store.pods or self.store.pods[pod_id].get("inert")
+                if pod_id not in self.store.pods or self.store.pods[pod_id].internal.inert
             ]
         for found in orphans:
             self._remove_orphan(found)
@@ -381,25 +391,34 @@ class Engine:
             for pod_id, found in containers.items():
                 pod = self.store.pods.get(pod_id)
                 quiet = pod_id not in self._inflight and self._op_done_at.get(pod_id, 0) < started
-                if pod is None or pod.get("inert"):
+                if pod is None or pod.internal.inert:
                     if quiet:
                         orphans.append(found)
-                elif quiet and not pod.get("container_present"):
-                    pod["container_present"] = True
-                    pod["container_gen"] = found.gen
+                elif quiet and not pod.internal.container_present:
+                    pod.internal.container_present = True
+                    pod.internal.container_gen = found.gen
             for pod in self.store.pods.values():
-                pod_id = pod["id"]
+                pod_id = pod.id
                 if pod_id in self._inflight or self._op_done_at.get(pod_id, 0) >= started:
                     continue
-                if pod["status"] not in ("STARTING", "RUNNING") or not pod.get("container_present"):
+                if pod.status not in ("STARTING", "RUNNING") or not pod.internal.container_present:
                     continue
                 found = containers.get(pod_id)
-                if found is None or (found.gen == pod["gen"] and not found.running):
-                    pod["container_present"] = found is not None
-                    pod["gen"] += 1
+                if found is None or (found.gen == pod.internal.gen and not found.running):
+                    pod.internal.container_present = found is not None
+                    pod.internal.gen += 1
                     transition(self.store, now, pod, "EXITED", "container stopped unexpectedly (host failure)")
         for found in orphans:
             self._remove_orphan(found)
+
+    def remove_all_containers(self) -> None:
+        """Remove every container of this emulator, whatever pod it belongs to (admin reset; pause first)."""
+        for found in (self.backend.list_containers() or {}).values():
+            self.backend.remove_container(found.container_id)
+
+    def pod_logs(self, pod_id: str) -> list[tuple[float, str]]:
+        """(epoch, line) of the output of the pod's current container."""
+        return self.backend.container_logs(pod_id)
 
     def wait_idle(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

@@ -14,6 +14,8 @@ BUCKETS = ["hour", "day", "week", "month", "year"]
 # datetime cannot step a bucket forward or back, and no ledger holds anything there.
 EARLIEST_S = 0.0
 LATEST_S = 221845392000.0
+# A ledger: rate segments {start, end (None while open), <rate key>: USD per hour, ...}, oldest first.
+Segments = list[dict[str, Any]]
 
 
 def open_segment(segments: list[dict[str, Any]], now: float, rates: dict[str, float]) -> None:
@@ -21,6 +23,13 @@ def open_segment(segments: list[dict[str, Any]], now: float, rates: dict[str, fl
     close_segment(segments, now)
     if any(rates.values()):
         segments.append({"start": now, "end": None, **rates})
+
+
+def follow_rates(segments: list[dict[str, Any]], now: float, rates: dict[str, float]) -> None:
+    """Open a segment with `rates` unless the current one already accrues exactly them."""
+    current = segments[-1] if segments and segments[-1]["end"] is None else None
+    if current is None or any(current.get(key) != value for key, value in rates.items()):
+        open_segment(segments, now, rates)
 
 
 def close_segment(segments: list[dict[str, Any]], now: float) -> None:

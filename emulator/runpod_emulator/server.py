@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from . import catalog, schema
 from .clock import to_rfc3339
-from .faults import FaultDecision, FaultInjector
+from .faults import FaultInjector
 from .problems import ApiError, problem_body
 from .ratelimit import RateLimiter
 from .service import Service
@@ -195,7 +195,6 @@ class Handler(BaseHTTPRequestHandler):
     def _handle(self, method: str) -> None:
         record: dict[str, Any] | None = None
         extra_headers: dict[str, str] = {}
-        decision = FaultDecision()
         try:
             try:
                 split = urlsplit(self.path)
@@ -203,55 +202,20 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(400, f"request target {self.path[:200]!r} is not a valid URL: {exc}") from None
             path = unquote(split.path)
             query = parse_qs(split.query, keep_blank_values=True)
-            raw_body = self._read_body()
-            body = _parse_json(raw_body)
+            body = _parse_json(self._read_body())
             is_api = path == "/v2" or path.startswith("/v2/")
             if is_api:
-                record = {
-                    "method": method,
-                    "path": path,
-                    "query": {k: v[0] if len(v) == 1 else v for k, v in query.items()},
-                    "query_string": split.query,
-                    "body": None if body is NO_BODY or isinstance(body, ApiError) else body,
-                    "status": None,
-                    "time": to_rfc3339(time.time()),
-                }
+                record = _request_record(method, path, query, split.query, body)
             self._authenticate()
             if is_api:
-                verdict = self.app.limiter.check(self.app.api_key)
-                extra_headers.update(verdict.headers)
-                if not verdict.allowed:
-                    raise ApiError(
-                        429,
-                        f"rate limit exceeded; retry after {verdict.retry_after_s} s",
-                        headers={"Retry-After": str(verdict.retry_after_s)},
-                    )
-                decision = self.app.faults.decide(method, path)
-                if decision.latency_ms:
-                    time.sleep(decision.latency_ms / 1000.0)
-                if decision.kind == "drop":
-                    self.app.requests.add(record)
-                    self._drop()
+                if not self._admit(method, path, record, extra_headers):
                     return
-                if decision.kind in ("429", "500", "503"):
-                    status = int(decision.kind)
-                    headers = {"Retry-After": str(decision.retry_after_s)} if status in (429, 503) else {}
-                    raise ApiError(status, f"injected fault: {decision.kind}", headers=headers)
             elif not path.startswith("/_emulator/"):
                 raise ApiError(404, f"no such endpoint: {path}")
             if isinstance(body, ApiError):
                 raise body
-            handler, params, streamed = self.app.route(method, path)
             request = ParsedRequest(method, path, query, split.query, None if body is NO_BODY else body)
-            if streamed:
-                self._stream_logs(params["id"], request, extra_headers, record)
-                return
-            if handler is None:
-                raise ApiError(500, f"no handler for {method} {path}")
-            status, payload = handler(request, **params)
-            if is_api and status == 201 and self.app.faults.fail_after_create(method, path):
-                raise ApiError(500, "injected fault: the pod was created, then the request failed")
-            self._send(status, payload, extra_headers, record)
+            self._dispatch(request, is_api, extra_headers, record)
         except ApiError as exc:
             self._send(exc.status, exc.body(), {**extra_headers, **exc.headers}, record, problem=True)
         except (BrokenPipeError, ConnectionResetError, TimeoutError):
@@ -260,6 +224,45 @@ class Handler(BaseHTTPRequestHandler):
             LOG.exception("unhandled error on %s %s", method, self.path)
             detail = f"internal emulator error on {method} {self.path.partition('?')[0]}: see the emulator's log"
             self._send(500, problem_body(500, detail), extra_headers, record, problem=True)
+
+    def _admit(self, method: str, path: str, record: dict[str, Any] | None, extra_headers: dict[str, str]) -> bool:
+        """Rate limit, then injected faults, of a /v2 request: raises their answers, returns False when the
+        connection was dropped unanswered. Adds the rate limit headers to `extra_headers`."""
+        verdict = self.app.limiter.check(self.app.api_key)
+        extra_headers.update(verdict.headers)
+        if not verdict.allowed:
+            raise ApiError(
+                429,
+                f"rate limit exceeded; retry after {verdict.retry_after_s} s",
+                headers={"Retry-After": str(verdict.retry_after_s)},
+            )
+        decision = self.app.faults.decide(method, path)
+        if decision.latency_ms:
+            time.sleep(decision.latency_ms / 1000.0)
+        if decision.kind == "drop":
+            self.app.requests.add(record)
+            self._drop()
+            return False
+        if decision.kind in ("429", "500", "503"):
+            status = int(decision.kind)
+            headers = {"Retry-After": str(decision.retry_after_s)} if status in (429, 503) else {}
+            raise ApiError(status, f"injected fault: {decision.kind}", headers=headers)
+        return True
+
+    def _dispatch(
+        self, request: ParsedRequest, is_api: bool, extra_headers: dict[str, str], record: dict[str, Any] | None
+    ) -> None:
+        """Route the request and answer it (a logs request with a stream)."""
+        handler, params, streamed = self.app.route(request.method, request.path)
+        if streamed:
+            self._stream_logs(params["id"], request, extra_headers, record)
+            return
+        if handler is None:
+            raise ApiError(500, f"no handler for {request.method} {request.path}")
+        status, payload = handler(request, **params)
+        if is_api and status == 201 and self.app.faults.fail_after_create(request.method, request.path):
+            raise ApiError(500, "injected fault: the pod was created, then the request failed")
+        self._send(status, payload, extra_headers, record)
 
     def _authenticate(self) -> None:
         header = self.headers.get("Authorization", "")
@@ -375,6 +378,21 @@ class Handler(BaseHTTPRequestHandler):
         stamp = to_rfc3339(event["t"])
         data = json.dumps({"source": event["source"], "line": event["line"], "ts": stamp})
         self.wfile.write(f"id: {stamp}\ndata: {data}\n\n".encode())
+
+
+def _request_record(
+    method: str, path: str, query: dict[str, list[str]], query_string: str, body: Any
+) -> dict[str, Any]:
+    """The entry of a /v2 request in the request record (its status is filled in when answered)."""
+    return {
+        "method": method,
+        "path": path,
+        "query": {k: v[0] if len(v) == 1 else v for k, v in query.items()},
+        "query_string": query_string,
+        "body": None if body is NO_BODY or isinstance(body, ApiError) else body,
+        "status": None,
+        "time": to_rfc3339(time.time()),
+    }
 
 
 def _parse_json(raw: bytes) -> Any:

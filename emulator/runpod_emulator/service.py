@@ -7,17 +7,42 @@ Each public method takes the parsed request (path ids, query as a dict of lists,
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from . import catalog, ledger, pricing, schema
 from .clock import Clock, parse_rfc3339, to_rfc3339
 from .engine import Engine
-from .lifecycle import ACTIONS_BY_STATUS, new_id, pod_json, transition, volume_json
+from .lifecycle import new_id, transition
+from .models import ACTIONS_BY_STATUS, NetworkVolume, Pod, PodCpu, PodGpu, PodInternal, VolumeInternal
 from .problems import ApiError, bad_request, conflict, not_found
 from .store import Store
 
 DEFAULT_DISK_GB = 20
+# Fields of a pod that PATCH /v2/pods/{id} sets as sent: API name -> attribute of Pod.
+_UPDATABLE_POD_FIELDS = {
+    "name": "name",
+    "image": "image",
+    "args": "args",
+    "disk": "disk",
+    "env": "env",
+    "registry": "registry",
+    "locked": "locked",
+    "globalNetworking": "global_networking",
+}
 Result = tuple[int, Any]
+
+
+@dataclass
+class _CreateRequest:
+    """What a valid create body asks for, resolved against the catalog (placement aside)."""
+
+    cloud: str
+    mounts: dict[str, Any]
+    gpu: dict[str, Any] | None
+    gpu_type: catalog.GpuType | None
+    cpu: dict[str, Any] | None
+    flavor: catalog.CpuFlavor | None
 
 
 class Service:
@@ -30,9 +55,9 @@ class Service:
 
     # Pods ----------------------------------------------------------------------------------------------
 
-    def _pod(self, pod_id: str) -> dict[str, Any]:
+    def _pod(self, pod_id: str) -> Pod:
         pod = self.store.pods.get(pod_id)
-        if pod is None or pod["status"] == "TERMINATED":
+        if pod is None or pod.terminated:
             raise not_found("pod", pod_id)
         return pod
 
@@ -42,16 +67,32 @@ class Service:
             raise schema.unprocessable([f"includeClusterPods: {raw!r} is not a boolean"])
         with self.store.lock:
             now = self.clock.now()
-            pods = [pod_json(p, now) for p in self.store.pods.values() if p["status"] != "TERMINATED"]
+            pods = [p.to_api(now) for p in self.store.pods.values() if not p.terminated]
         pods.sort(key=lambda p: p["createdAt"])
         return 200, {"pods": pods}
 
     def get_pod(self, pod_id: str) -> Result:
         with self.store.lock:
-            return 200, pod_json(self._pod(pod_id), self.clock.now())
+            return 200, self._pod(pod_id).to_api(self.clock.now())
 
     def create_pod(self, body: Any) -> Result:
         body = schema.require_object(body)
+        hardware = self._checked_create(body)
+        with self.store.lock:
+            volume = self._attachable_volume(hardware.mounts)
+            center = self._place(body, hardware.gpu, volume)
+            now = self.clock.now()
+            pod = self._new_pod(body, hardware, center, now)
+            ledger.open_segment(pod.internal.ledger, now, pricing.pod_rates(pod, "PROVISIONING"))
+            self.store.pods[pod.id] = pod
+            self.store.append_log(pod.id, "system", f"pod created in {center.id}", now)
+            self.store.save_pod(pod)
+            result = pod.to_api(now)
+        self.engine.wake()
+        return 201, result
+
+    def _checked_create(self, body: dict[str, Any]) -> _CreateRequest:
+        """Validate a create body (all but placement); what it asks for, resolved against the catalog."""
         schema.require_valid(body, schema.CREATE_POD)
         if "templateId" in body:
             raise ApiError(404, f"template {body['templateId']} not found (templates are not emulated)")
@@ -74,62 +115,46 @@ class Service:
         flavor = self._check_cpu(cpu) if cpu is not None else None
         if cpu is not None and cloud != "SECURE":
             raise bad_request("CPU pods run on SECURE cloud only")
-        with self.store.lock:
-            volume = self._attachable_volume(mounts)
-            center = self._place(body, gpu, volume)
-            now = self.clock.now()
-            env = dict(body.get("env", {}))
-            keys = self.store.account["sshKeys"]
-            public_key = "\n".join(keys) if body.get("startSsh") and keys and "PUBLIC_KEY" not in env else None
-            ports = list(dict.fromkeys(body.get("ports", [])))
-            pod: dict[str, Any] = {
-                "id": self._unused_pod_id(),
-                "name": body["name"],
-                "image": body["image"],
-                "args": body.get("args", ""),
-                "disk": body.get("disk", DEFAULT_DISK_GB),
-                "env": env,
-                "ports": ports,
-                "registry": body.get("registry"),
-                "cloud": cloud,
-                "dataCenterId": center.id,
-                "cudaVersion": center.cuda_version if gpu is not None else None,
-                "gpu": {"id": gpu["id"], "count": gpu.get("count", 1)} if gpu is not None else None,
-                "gpu_effective_count": gpu.get("count", 1) if gpu is not None else 0,
-                "gpu_name": gpu_type.id if gpu_type else None,
-                "gpu_memory_mib": gpu_type.memory_mib if gpu_type else None,
-                "cpu": (
-                    {
-                        "id": cpu["id"],
-                        "vcpuCount": cpu["vcpuCount"],
-                        "memory": int(cpu["vcpuCount"] * flavor.ram_gb_per_vcpu),
-                    }
-                    if cpu is not None and flavor is not None
-                    else None
-                ),
-                "mounts": mounts,
-                "ssh_public_key": public_key,
-                "ssh_wanted": bool(public_key or "PUBLIC_KEY" in env) and "22/tcp" in ports,
-                "locked": False,
-                "globalNetworking": bool(body.get("globalNetworking", False)),
-                "createdAt": now,
-                "startedAt": None,
-                "status": "PROVISIONING",
-                "status_since": now,
-                "gen": 1,
-                "container_present": False,
-                "container_gen": None,
-                "ssh_port": None,
-                "ssh_ready": False,
-                "ledger": [],
-            }
-            ledger.open_segment(pod["ledger"], now, pricing.pod_rates(pod, "PROVISIONING"))
-            self.store.pods[pod["id"]] = pod
-            self.store.append_log(pod["id"], "system", f"pod created in {center.id}", now)
-            self.store.save_pod(pod)
-            result = pod_json(pod, now)
-        self.engine.wake()
-        return 201, result
+        return _CreateRequest(cloud, mounts, gpu, gpu_type, cpu, flavor)
+
+    def _new_pod(self, body: dict[str, Any], hardware: _CreateRequest, center: catalog.DataCenter, now: float) -> Pod:
+        env = dict(body.get("env", {}))
+        keys = self.store.account["sshKeys"]
+        gpu, gpu_type, cpu, flavor = hardware.gpu, hardware.gpu_type, hardware.cpu, hardware.flavor
+        pod = Pod(
+            id=self._unused_pod_id(),
+            name=body["name"],
+            image=body["image"],
+            args=body.get("args", ""),
+            disk=body.get("disk", DEFAULT_DISK_GB),
+            env=env,
+            ports=list(dict.fromkeys(body.get("ports", []))),
+            registry=body.get("registry"),
+            cloud=hardware.cloud,
+            data_center_id=center.id,
+            cuda_version=center.cuda_version if gpu is not None else None,
+            gpu=PodGpu(gpu["id"], gpu.get("count", 1)) if gpu is not None else None,
+            cpu=(
+                PodCpu(cpu["id"], cpu["vcpuCount"], int(cpu["vcpuCount"] * flavor.ram_gb_per_vcpu))
+                if cpu is not None and flavor is not None
+                else None
+            ),
+            mounts=hardware.mounts,
+            locked=False,
+            global_networking=bool(body.get("globalNetworking", False)),
+            created_at=now,
+            started_at=None,
+            status="PROVISIONING",
+            internal=PodInternal(
+                status_since=now,
+                gpu_effective_count=gpu.get("count", 1) if gpu is not None else 0,
+                gpu_name=gpu_type.id if gpu_type else None,
+                gpu_memory_mib=gpu_type.memory_mib if gpu_type else None,
+                ssh_public_key="\n".join(keys) if body.get("startSsh") and keys and "PUBLIC_KEY" not in env else None,
+            ),
+        )
+        pod.refresh_ssh_wanted()
+        return pod
 
     def _unused_pod_id(self) -> str:
         while True:
@@ -161,29 +186,27 @@ class Service:
             )
         return flavor
 
-    def _attachable_volume(self, mounts: dict[str, Any]) -> dict[str, Any] | None:
+    def _attachable_volume(self, mounts: dict[str, Any]) -> NetworkVolume | None:
         networks = mounts.get("network") or []
         if not networks:
             return None
-        volume_id = networks[0]["volumeId"]
-        volume = self.store.volumes.get(volume_id)
-        if volume is None or volume.get("deletedAt") is not None:
-            raise not_found("network volume", volume_id)
-        return volume
+        return self._volume(networks[0]["volumeId"])
 
-    def _place(self, body: dict[str, Any], gpu: dict[str, Any] | None, volume: dict[str, Any] | None):
+    def _place(
+        self, body: dict[str, Any], gpu: dict[str, Any] | None, volume: NetworkVolume | None
+    ) -> catalog.DataCenter:
         wanted = body.get("dataCenterIds") or []
         unknown = [dc for dc in wanted if catalog.data_center(dc) is None]
         if unknown:
             raise bad_request(f"unknown data center(s): {', '.join(unknown)}; see GET /v2/catalog/datacenters")
         candidates = [catalog.data_center(dc) for dc in wanted] or list(catalog.DATA_CENTERS)
         if volume is not None:
-            if wanted and volume["dataCenter"] not in wanted:
+            if wanted and volume.data_center not in wanted:
                 raise bad_request(
-                    f"network volume {volume['id']} is in data center {volume['dataCenter']}, "
+                    f"network volume {volume.id} is in data center {volume.data_center}, "
                     f"which is not among dataCenterIds ({', '.join(wanted)})"
                 )
-            candidates = [catalog.data_center(volume["dataCenter"])]
+            candidates = [catalog.data_center(volume.data_center)]
         reasons = []
         for center in candidates:
             if center is None:
@@ -217,29 +240,24 @@ class Service:
                 raise ApiError(404, f"template {body['templateId']} not found (templates are not emulated)")
             mounts = self._patched_mounts(pod, body.get("mounts"))
             if body.get("globalNetworking"):
-                center = catalog.data_center(pod["dataCenterId"])
-                if not pod.get("gpu") or center is None or not center.global_network:
+                center = catalog.data_center(pod.data_center_id)
+                if not pod.gpu or center is None or not center.global_network:
                     raise bad_request("global networking needs a GPU pod in a globalNetwork data center")
-            for field in ("name", "image", "args", "disk", "env", "registry", "locked", "globalNetworking"):
-                if field in body:
-                    pod[field] = body[field]
+            for name, attribute in _UPDATABLE_POD_FIELDS.items():
+                if name in body:
+                    setattr(pod, attribute, body[name])
             if "ports" in body:
-                pod["ports"] = list(dict.fromkeys(body["ports"]))
-            pod["mounts"] = mounts
-            pod["ssh_wanted"] = bool(pod.get("ssh_public_key") or "PUBLIC_KEY" in pod["env"]) and (
-                "22/tcp" in pod["ports"]
-            )
+                pod.ports = list(dict.fromkeys(body["ports"]))
+            pod.mounts = mounts
+            pod.refresh_ssh_wanted()
             now = self.clock.now()
-            rates = pricing.pod_rates(pod, pod["status"])
-            current = pod["ledger"][-1] if pod["ledger"] and pod["ledger"][-1]["end"] is None else None
-            if current is None or any(current.get(k) != v for k, v in rates.items()):
-                ledger.open_segment(pod["ledger"], now, rates)
+            ledger.follow_rates(pod.internal.ledger, now, pricing.pod_rates(pod, pod.status))
             self.store.save_pod(pod)
-            return 200, pod_json(pod, now)
+            return 200, pod.to_api(now)
 
     @staticmethod
-    def _patched_mounts(pod: dict[str, Any], patch: dict[str, Any] | None) -> dict[str, Any]:
-        current = pod["mounts"]
+    def _patched_mounts(pod: Pod, patch: dict[str, Any] | None) -> dict[str, Any]:
+        current = pod.mounts
         if not patch:
             return current
         if patch.get("network") == []:
@@ -267,15 +285,15 @@ class Service:
             pod = self._pod(pod_id)
             schema.require_valid(body, schema.POD_ACTION)
             action = body["action"]
-            if action not in ACTIONS_BY_STATUS[pod["status"]]:
+            if action not in ACTIONS_BY_STATUS[pod.status]:
                 raise conflict(
-                    f"action {action!r} is not valid for pod {pod_id} in status {pod['status']}; "
-                    f"allowed now: {', '.join(ACTIONS_BY_STATUS[pod['status']]) or 'none'}"
+                    f"action {action!r} is not valid for pod {pod_id} in status {pod.status}; "
+                    f"allowed now: {', '.join(ACTIONS_BY_STATUS[pod.status]) or 'none'}"
                 )
-            if action in ("stop", "restart") and pod["locked"]:
+            if action in ("stop", "restart") and pod.locked:
                 raise conflict(f"pod {pod_id} is locked: unlock it (PATCH locked=false) before {action}")
             now = self.clock.now()
-            pod["gen"] += 1
+            pod.internal.gen += 1
             if action == "terminate":
                 transition(self.store, now, pod, "TERMINATED", "terminated by the API")
                 self.engine.wake()
@@ -283,19 +301,19 @@ class Service:
             if action == "stop":
                 transition(self.store, now, pod, "EXITED", "stopped by the API")
             elif action == "start":
-                if pod.get("gpu"):
-                    pod["gpu_effective_count"] = pod["gpu"]["count"]
+                if pod.gpu:
+                    pod.internal.gpu_effective_count = pod.gpu.count
                 transition(self.store, now, pod, "STARTING", "started by the API")
             else:
                 transition(self.store, now, pod, "STARTING", "restarted by the API")
-            result = pod_json(pod, now)
+            result = pod.to_api(now)
         self.engine.wake()
         return 200, result
 
     def delete_pod(self, pod_id: str) -> Result:
         with self.store.lock:
             pod = self._pod(pod_id)
-            pod["gen"] += 1
+            pod.internal.gen += 1
             transition(self.store, self.clock.now(), pod, "TERMINATED", "deleted by the API")
         self.engine.wake()
         return 204, None
@@ -329,9 +347,9 @@ class Service:
         with self.store.lock:
             pod = self.store.pods.get(pod_id)
             events = list(self.store.logs.get(pod_id, [])) if pod is not None else []
-            container = pod is not None and pod.get("container_present")
+            container = pod is not None and pod.internal.container_present
         if container and source in (None, "container"):
-            output = self.engine.backend.container_logs(pod_id)
+            output = self.engine.pod_logs(pod_id)
             events += [{"t": t, "source": "container", "line": line} for t, line in output]
             events.sort(key=lambda e: e["t"])
         return [e for e in events if (source is None or e["source"] == source) and (after is None or e["t"] > after)]
@@ -339,24 +357,24 @@ class Service:
     def pod_gone(self, pod_id: str) -> bool:
         with self.store.lock:
             pod = self.store.pods.get(pod_id)
-            return pod is None or pod["status"] == "TERMINATED"
+            return pod is None or pod.terminated
 
     # Network volumes -----------------------------------------------------------------------------------
 
-    def _volume(self, volume_id: str) -> dict[str, Any]:
+    def _volume(self, volume_id: str) -> NetworkVolume:
         volume = self.store.volumes.get(volume_id)
-        if volume is None or volume.get("deletedAt") is not None:
+        if volume is None or volume.deleted:
             raise not_found("network volume", volume_id)
         return volume
 
     def list_volumes(self) -> Result:
         with self.store.lock:
-            volumes = [volume_json(v) for v in self.store.volumes.values() if v.get("deletedAt") is None]
+            volumes = [v.to_api() for v in self.store.volumes.values() if not v.deleted]
         return 200, {"networkVolumes": volumes}
 
     def get_volume(self, volume_id: str) -> Result:
         with self.store.lock:
-            return 200, volume_json(self._volume(volume_id))
+            return 200, self._volume(volume_id).to_api()
 
     def create_volume(self, body: Any) -> Result:
         body = schema.require_object(body)
@@ -369,21 +387,19 @@ class Service:
             raise bad_request(f"data center {center.id} offers no {kind} network volumes")
         with self.store.lock:
             now = self.clock.now()
-            volume: dict[str, Any] = {
-                "id": self._unused_volume_id(),
-                "name": body["name"],
-                "size": body["size"],
-                "dataCenter": center.id,
-                "type": kind,
-                "createdAt": now,
-                "deletedAt": None,
-                "ledger": [],
-            }
-            ledger.open_segment(volume["ledger"], now, _volume_rates(volume))
-            self.store.volume_dir(volume["id"]).mkdir(parents=True, exist_ok=True)
-            self.store.volumes[volume["id"]] = volume
+            volume = NetworkVolume(
+                id=self._unused_volume_id(),
+                name=body["name"],
+                size=body["size"],
+                data_center=center.id,
+                type=kind,
+                internal=VolumeInternal(created_at=now),
+            )
+            ledger.open_segment(volume.internal.ledger, now, pricing.volume_rates(volume))
+            self.store.volume_dir(volume.id).mkdir(parents=True, exist_ok=True)
+            self.store.volumes[volume.id] = volume
             self.store.save_volume(volume)
-            return 201, volume_json(volume)
+            return 201, volume.to_api()
 
     def _unused_volume_id(self) -> str:
         while True:
@@ -396,29 +412,25 @@ class Service:
         with self.store.lock:
             volume = self._volume(volume_id)
             schema.require_valid(body, schema.UPDATE_VOLUME)
-            if "size" in body and body["size"] < volume["size"]:
+            if "size" in body and body["size"] < volume.size:
                 raise bad_request(
-                    f"network volume size can only increase: {body['size']} GB < current {volume['size']} GB"
+                    f"network volume size can only increase: {body['size']} GB < current {volume.size} GB"
                 )
-            volume.update({k: body[k] for k in ("name", "size") if k in body})
-            ledger.open_segment(volume["ledger"], self.clock.now(), _volume_rates(volume))
+            volume.name = body.get("name", volume.name)
+            volume.size = body.get("size", volume.size)
+            ledger.open_segment(volume.internal.ledger, self.clock.now(), pricing.volume_rates(volume))
             self.store.save_volume(volume)
-            return 200, volume_json(volume)
+            return 200, volume.to_api()
 
     def delete_volume(self, volume_id: str) -> Result:
         with self.store.lock:
             volume = self._volume(volume_id)
-            users = [
-                p["id"]
-                for p in self.store.pods.values()
-                if p["status"] != "TERMINATED"
-                and any(m["volumeId"] == volume_id for m in p["mounts"].get("network", []))
-            ]
+            users = [p.id for p in self.store.pods.values() if not p.terminated and volume_id in p.network_volume_ids()]
             if users:
                 raise conflict(f"network volume {volume_id} is attached to pod(s) {', '.join(users)}")
             now = self.clock.now()
-            volume["deletedAt"] = now
-            ledger.close_segment(volume["ledger"], now)
+            volume.internal.deleted_at = now
+            ledger.close_segment(volume.internal.ledger, now)
             self.store.save_volume(volume)
             self.store.delete_volume_data(volume_id)
         return 204, None
@@ -439,12 +451,12 @@ class Service:
 
     def pod_billing(self, query: dict[str, list[str]]) -> Result:
         with self.store.lock:
-            pods = [{"id": p["id"], "ledger": [dict(s) for s in p["ledger"]]} for p in self.store.pods.values()]
+            pods = [_billed(p.id, p.internal.ledger) for p in self.store.pods.values()]
         return 200, ledger.pod_billing(pods, query, self.clock.now())
 
     def volume_billing(self, query: dict[str, list[str]]) -> Result:
         with self.store.lock:
-            volumes = [{"id": v["id"], "ledger": [dict(s) for s in v["ledger"]]} for v in self.store.volumes.values()]
+            volumes = [_billed(v.id, v.internal.ledger) for v in self.store.volumes.values()]
         return 200, ledger.volume_billing(volumes, query, self.clock.now())
 
     # Admin ---------------------------------------------------------------------------------------------
@@ -463,12 +475,12 @@ class Service:
     def restart_without_gpus(self, pod_id: str) -> Result:
         with self.store.lock:
             pod = self._pod(pod_id)
-            if not pod.get("gpu"):
+            if not pod.gpu:
                 raise bad_request(f"pod {pod_id} is a CPU pod: it has no GPUs to lose")
-            pod["gpu_effective_count"] = 0
-            pod["gen"] += 1
+            pod.internal.gpu_effective_count = 0
+            pod.internal.gen += 1
             transition(self.store, self.clock.now(), pod, "STARTING", "restarted without its GPUs (admin API)")
-            result = pod_json(pod, self.clock.now())
+            result = pod.to_api(self.clock.now())
         self.engine.wake()
         return 200, result
 
@@ -493,17 +505,14 @@ class Service:
     def reset(self, reset_lock: threading.Lock) -> Result:
         """Forget everything and remove every container of this emulator (bounded)."""
         with reset_lock:
-            self.engine.paused = True
+            self.engine.pause()
             try:
                 self.engine.wait_idle(120)
-                backend = self.engine.backend
-                containers = backend.list_containers() or {}
-                for found in containers.values():
-                    backend.remove_container(found.container_id)
+                self.engine.remove_all_containers()
                 with self.store.lock:
                     self.store.wipe()
             finally:
-                self.engine.paused = False
+                self.engine.resume()
         return 204, None
 
 
@@ -518,8 +527,6 @@ def _normalised_mounts(mounts: dict[str, Any] | None) -> dict[str, Any]:
     return result
 
 
-def _volume_rates(volume: dict[str, Any]) -> dict[str, float]:
-    rate = pricing.volume_rate(volume)
-    if volume["type"] == "STANDARD":
-        return {"standard": rate, "highPerformance": 0.0}
-    return {"standard": 0.0, "highPerformance": rate}
+def _billed(record_id: str, segments: ledger.Segments) -> dict[str, Any]:
+    """What the billing answers need of a pod or volume: its id and a copy of its ledger."""
+    return {"id": record_id, "ledger": [dict(segment) for segment in segments]}

@@ -8,13 +8,16 @@ Callers hold `store.lock` while they read or change records.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import threading
 from pathlib import Path
 from typing import Any
 
+from .models import NetworkVolume, Pod, Record
 from .persist import atomic_write_json, read_json, remove_file
 
+LOG = logging.getLogger("runpod_emulator.store")
 MAX_LOG_LINES = 10000
 
 
@@ -29,8 +32,8 @@ class Store:
         for directory in (self.db_dir / "pods", self.db_dir / "volumes", self.data_dir, self.logs_dir):
             directory.mkdir(parents=True, exist_ok=True)
         self.lock = threading.RLock()
-        self.pods: dict[str, dict[str, Any]] = {}
-        self.volumes: dict[str, dict[str, Any]] = {}
+        self.pods: dict[str, Pod] = {}
+        self.volumes: dict[str, NetworkVolume] = {}
         self.account: dict[str, Any] = {"sshKeys": [], "clockOffset": 0.0}
         self.logs: dict[str, list[dict[str, Any]]] = {}
         self._last_log_ts: dict[str, float] = {}
@@ -38,14 +41,8 @@ class Store:
 
     def _load(self) -> None:
         self.account.update(read_json(self.db_dir / "account.json", {}))
-        for path in sorted((self.db_dir / "pods").glob("*.json")):
-            record = read_json(path)
-            if isinstance(record, dict) and "id" in record:
-                self.pods[record["id"]] = record
-        for path in sorted((self.db_dir / "volumes").glob("*.json")):
-            record = read_json(path)
-            if isinstance(record, dict) and "id" in record:
-                self.volumes[record["id"]] = record
+        self.pods.update(_load_records(self.db_dir / "pods", Pod))
+        self.volumes.update(_load_records(self.db_dir / "volumes", NetworkVolume))
         for path in self.logs_dir.glob("*.jsonl"):
             events = []
             for line in path.read_text(errors="replace").splitlines():
@@ -59,11 +56,11 @@ class Store:
 
     # Records -------------------------------------------------------------------------------------------
 
-    def save_pod(self, pod: dict[str, Any]) -> None:
-        atomic_write_json(self.db_dir / "pods" / f"{pod['id']}.json", pod)
+    def save_pod(self, pod: Pod) -> None:
+        atomic_write_json(self.db_dir / "pods" / f"{pod.id}.json", pod.to_record())
 
-    def save_volume(self, volume: dict[str, Any]) -> None:
-        atomic_write_json(self.db_dir / "volumes" / f"{volume['id']}.json", volume)
+    def save_volume(self, volume: NetworkVolume) -> None:
+        atomic_write_json(self.db_dir / "volumes" / f"{volume.id}.json", volume.to_record())
 
     def save_account(self) -> None:
         atomic_write_json(self.db_dir / "account.json", self.account)
@@ -114,3 +111,17 @@ class Store:
         self.logs.pop(pod_id, None)
         self._last_log_ts.pop(pod_id, None)
         remove_file(self.logs_dir / f"{pod_id}.jsonl")
+
+
+def _load_records(directory: Path, model: type[Record]) -> dict[str, Any]:
+    """The records of one directory by id; a file that is not a record of `model` is skipped with a warning."""
+    loaded = {}
+    for path in sorted(directory.glob("*.json")):
+        record = read_json(path)
+        if not isinstance(record, dict) or "id" not in record:
+            continue
+        try:
+            loaded[record["id"]] = model.from_record(record)
+        except (KeyError, TypeError) as exc:
+            LOG.warning("ignoring %s: not a %s record (%s: %s)", path, model.__name__, type(exc).__name__, exc)
+    return loaded
