@@ -6,7 +6,6 @@ import argparse
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -64,14 +63,6 @@ def resolve_api_key(args: argparse.Namespace) -> str:
     return value
 
 
-def default_pod_image() -> str:
-    tag_script = REPO_ROOT / "emulator" / "image" / "tag.sh"
-    result = subprocess.run([str(tag_script)], capture_output=True, text=True, timeout=30, check=False)
-    if result.returncode != 0:
-        raise SystemExit(f"runpod_emulator: {tag_script} failed: {result.stderr.strip()}")
-    return f"localhost/trainops-pod:{result.stdout.strip()}"
-
-
 def make_backend(args: argparse.Namespace, state_dir: Path):
     if args.backend == "memory":
         return MemoryBackend(
@@ -79,14 +70,14 @@ def make_backend(args: argparse.Namespace, state_dir: Path):
             start_s=0.2 if args.start_seconds is None else args.start_seconds,
         )
     from .backends.base import BackendError
-    from .backends.podman import PodmanBackend
+    from .backends.podman import PodmanBackend, default_image
 
     # Podman reads only the project's containers.conf (runc, slirp4netns, ulimits).
     os.environ.setdefault("CONTAINERS_CONF", str(REPO_ROOT / "config" / "containers.conf"))
     try:
         backend = PodmanBackend(
             state_dir,
-            args.pod_image or default_pod_image(),
+            args.pod_image or default_image(),
             container_prefix=args.container_prefix,
             provision_s=args.provision_seconds or 0.0,
             start_s=args.start_seconds or 0.0,
