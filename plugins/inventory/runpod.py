@@ -13,7 +13,10 @@ description:
     (C(ssh.direct)) as a host. C(ansible_host), C(ansible_port) and C(ansible_user) come from that endpoint,
     which RunPod assigns anew on every start, so run the inventory again after a stop and start.
   - Pods without an endpoint yet (provisioning, stopped, no C(22/tcp) port) are skipped, with a message at C(-v).
-  - Host variables are the pod's fields prefixed with C(runpod_), so they cannot collide with reserved variables.
+  - Host variables are the pod as M(trainops.gpu.runpod_pod) returns it in its C(pod) result (C(id), C(name), C(status),
+    C(gpu_type), C(data_center_id), C(ssh_host), C(ssh_port), C(cost_per_hr), C(env_keys) and the rest), every key
+    prefixed with C(runpod_) so that none collides with a reserved variable. Added to them are
+    C(runpod_network_volume_id), and for pods named C(<prefix>-<run_id>-<role>) C(runpod_run_id) and C(runpod_role).
   - Groups, all prefixed C(runpod_) and made safe for Ansible (lowercase, C(_) for other characters), are
     C(runpod) (every pod), C(runpod_status_<status>), C(runpod_gpu_<gpu type>), C(runpod_dc_<data center>),
     and for pods named C(<prefix>-<run_id>-<role>) C(runpod_run_<run_id>) and C(runpod_role_<role>).
@@ -106,13 +109,12 @@ from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
-from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
-    RunPodClient,
-    RunPodError,
-    check_api_url,
-    pod_ssh_endpoint,
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod import RunPodClient, RunPodError, check_api_url
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import (
+    parse_pod_name,
+    pod_summary,
+    select_pods,
 )
-from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import parse_pod_name
 
 
 def safe_group_part(text) -> str:
@@ -121,35 +123,20 @@ def safe_group_part(text) -> str:
 
 
 def pod_hostvars(pod, run_name_prefix) -> dict:
-    """The ``runpod_``-prefixed variables of one pod (environment values left out: they may be secrets)."""
-    gpu = pod.get("gpu") or {}
-    cpu = pod.get("cpu") or {}
-    mounts = pod.get("mounts") or {}
-    network = (mounts.get("network") or [{}])[0]
-    endpoint = pod_ssh_endpoint(pod)
-    parsed = parse_pod_name(pod.get("name"), run_name_prefix)
-    return {
-        "runpod_id": pod.get("id"),
-        "runpod_name": pod.get("name"),
-        "runpod_status": pod.get("status"),
-        "runpod_image": pod.get("image"),
-        "runpod_gpu_type": gpu.get("id"),
-        "runpod_gpu_count": gpu.get("count"),
-        "runpod_cpu_flavor": cpu.get("id"),
-        "runpod_cloud": pod.get("cloud"),
-        "runpod_data_center_id": pod.get("dataCenterId"),
-        "runpod_cuda_version": pod.get("cudaVersion"),
-        "runpod_ports": list(pod.get("ports") or []),
-        "runpod_env_keys": sorted((pod.get("env") or {}).keys()),
-        "runpod_network_volume_id": network.get("volumeId"),
-        "runpod_cost_per_hr": pod.get("cost"),
-        "runpod_created_at": pod.get("createdAt"),
-        "runpod_started_at": pod.get("startedAt"),
-        "runpod_ssh_host": endpoint[0] if endpoint else None,
-        "runpod_ssh_port": endpoint[1] if endpoint else None,
-        "runpod_run_id": parsed[0] if parsed else None,
-        "runpod_role": parsed[1] if parsed else None,
-    }
+    """The pod as the modules return it (runpod_pod's ``pod``), every key prefixed ``runpod_``.
+
+    Added to it: ``runpod_network_volume_id`` and, for names ``<prefix>-<run_id>-<role>``, ``runpod_run_id``
+    and ``runpod_role``. Environment variable values are left out, only their names are kept.
+    """
+    summary = pod_summary(pod)
+    hostvars = dict(("runpod_" + key, value) for key, value in summary.items())
+    parsed = parse_pod_name(summary.get("name"), run_name_prefix)
+    hostvars.update(
+        runpod_network_volume_id=(summary.get("network_volume") or {}).get("id"),
+        runpod_run_id=parsed[0] if parsed else None,
+        runpod_role=parsed[1] if parsed else None,
+    )
+    return hostvars
 
 
 def pod_groups(pod, run_name_prefix) -> list:
@@ -172,16 +159,6 @@ def without_env_values(pods) -> list:
     """The pods with each environment value blanked: the names are all the inventory uses, and the values
     (tokens, passwords) must not reach the cache on disk."""
     return [dict(pod, env=dict.fromkeys(pod["env"], "")) if pod.get("env") else pod for pod in pods]
-
-
-def select_pods(pods, statuses, name_prefix) -> list:
-    wanted = set(statuses or [])
-    return [
-        pod
-        for pod in pods
-        if (not wanted or pod.get("status") in wanted)
-        and (not name_prefix or (pod.get("name") or "").startswith(name_prefix))
-    ]
 
 
 class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
@@ -240,15 +217,21 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def _populate(self, pods):
         run_prefix = self.get_option("run_name_prefix")
-        selected = select_pods(pods, self.get_option("statuses"), self.get_option("name_prefix"))
+        # An empty statuses keeps every pod, terminated ones too.
+        selected = select_pods(
+            pods,
+            name_prefix=self.get_option("name_prefix"),
+            statuses=self.get_option("statuses"),
+            include_terminated=True,
+        )
         name_counts = {}
         for pod in selected:
             name_counts[pod.get("name")] = name_counts.get(pod.get("name"), 0) + 1
         strict = self.get_option("strict")
         self.inventory.add_group("runpod")
-        for pod in sorted(selected, key=lambda p: (p.get("name") or "", p.get("id") or "")):
-            endpoint = pod_ssh_endpoint(pod)
-            if endpoint is None:
+        for pod in selected:
+            hostvars = pod_hostvars(pod, run_prefix)
+            if hostvars["runpod_ssh_host"] is None:
                 self.display.v(
                     "trainops.gpu.runpod: skipping pod %s (%s, %s): no direct SSH endpoint yet"
                     % (pod.get("id"), pod.get("name"), pod.get("status"))
@@ -263,10 +246,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             for group in pod_groups(pod, run_prefix):
                 self.inventory.add_group(group)
                 self.inventory.add_host(host, group=group)
-            self.inventory.set_variable(host, "ansible_host", endpoint[0])
-            self.inventory.set_variable(host, "ansible_port", endpoint[1])
-            self.inventory.set_variable(host, "ansible_user", endpoint[2])
-            hostvars = pod_hostvars(pod, run_prefix)
+            self.inventory.set_variable(host, "ansible_host", hostvars["runpod_ssh_host"])
+            self.inventory.set_variable(host, "ansible_port", hostvars["runpod_ssh_port"])
+            self.inventory.set_variable(host, "ansible_user", hostvars["runpod_ssh_user"])
             for key, value in hostvars.items():
                 self.inventory.set_variable(host, key, value)
             self._set_composite_vars(self.get_option("compose"), hostvars, host, strict=strict)

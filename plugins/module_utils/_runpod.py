@@ -12,6 +12,10 @@ What it does for every caller (modules, inventory, roles' helpers):
   429, which means the request was refused before it was processed; any other failure of a POST
   is *ambiguous* (it may have taken effect) and is raised so that the caller reconciles by
   reading state back, never by blindly re-posting.
+* :meth:`RunPodClient.reconcile`, the one loop that settles such an ambiguous failure (of a create, of a
+  pod action) by reading the state back, re-sending only what evidently did not happen, with the same
+  injectable sleep and backoff as the retries.
+* The pod statuses and their groupings (coming up, stopped, failed) every caller shares.
 * RFC 9457 problem+json responses become one :class:`RunPodError` naming the call, the status,
   ``title``, ``detail`` and ``errors``.
 * Bounded wait helpers: a pod reaching a status, and a pod's direct SSH endpoint answering with
@@ -42,7 +46,20 @@ USER_AGENT = "trainops.gpu/" + COLLECTION_VERSION
 IDEMPOTENT_METHODS = frozenset(("GET", "HEAD", "PUT", "DELETE"))
 RETRYABLE_STATUSES = frozenset((429, 502, 503, 504))
 
-POD_FAILED_STATUSES = frozenset(("ERROR", "TERMINATED"))
+# Pod statuses as the API reports them, and the groupings every caller uses.
+PROVISIONING = "PROVISIONING"
+STARTING = "STARTING"
+RUNNING = "RUNNING"
+EXITED = "EXITED"
+ERROR = "ERROR"
+TERMINATED = "TERMINATED"
+POD_STATUSES = (PROVISIONING, STARTING, RUNNING, EXITED, ERROR, TERMINATED)
+# On the way to RUNNING.
+POD_COMING_UP = frozenset((PROVISIONING, STARTING))
+# Not running; a start brings the pod back.
+POD_STOPPED = frozenset((EXITED, ERROR))
+# Where a wait for any other status ends.
+POD_FAILED_STATUSES = frozenset((ERROR, TERMINATED))
 
 
 class RunPodError(Exception):
@@ -111,6 +128,20 @@ class RunPodError(Exception):
             "errors": self.errors,
             "attempts": self.attempts,
         }
+
+
+class RunPodUnreconciled(Exception):
+    """A request that may have taken effect failed, and reading the state back did not settle it.
+
+    ``failure`` is the request's RunPodError, ``state`` the last state read back, and ``read_error`` the
+    RunPodError of a read back that failed itself (then ``state`` is None).
+    """
+
+    def __init__(self, failure, state=None, read_error=None):
+        self.failure = failure
+        self.state = state
+        self.read_error = read_error
+        super(RunPodUnreconciled, self).__init__(str(read_error or failure))
 
 
 class RunPodWaitTimeout(Exception):
@@ -211,6 +242,11 @@ def encode_query(query) -> str:
     return urlencode([(key, value) for key, value in pairs if value is not None])
 
 
+def pod_status(pod) -> str:
+    """The pod's status; a pod that is gone (None, as a 404 reads) counts as TERMINATED."""
+    return (pod or {}).get("status") or TERMINATED
+
+
 def pod_ssh_endpoint(pod):
     """``(host, port, username)`` of the pod's direct SSH endpoint, or None while it has none."""
     ssh = (pod or {}).get("ssh") or {}
@@ -237,6 +273,35 @@ def probe_ssh_banner(host, port, timeout=5.0):
         return None
     line = received.split(b"\n", 1)[0].strip().decode("ascii", "replace")
     return line if line.startswith("SSH-") else None
+
+
+def http_error(operation, method, path, exc, attempt):
+    """``(RunPodError, Retry-After seconds or None)`` for an HTTP error response."""
+    try:
+        payload = exc.read()
+    except (OSError, HTTPException):
+        payload = b""
+    retry_after = parse_retry_after(exc.headers.get("Retry-After") if exc.headers else None)
+    problem = parse_problem(exc.code, payload, getattr(exc, "reason", None))
+    return RunPodError(operation, method, path, exc.code, attempts=attempt, **problem), retry_after
+
+
+def decode_payload(operation, method, path, status, payload, attempt):
+    """The JSON body of a successful response; None when it is empty."""
+    if not payload or not payload.strip():
+        return None
+    try:
+        return json.loads(payload.decode("utf-8"))
+    except ValueError:
+        raise RunPodError(
+            operation,
+            method,
+            path,
+            status,
+            title="invalid JSON in response",
+            detail=payload[:200].decode("utf-8", "replace"),
+            attempts=attempt,
+        ) from None
 
 
 class RunPodClient(object):
@@ -302,24 +367,15 @@ class RunPodClient(object):
         while True:
             attempt += 1
             self.http_attempts += 1
-            status = None
-            retry_after = None
             try:
                 response = self._request.open(method, url, data=data, headers=headers)
                 payload = response.read()
                 status = response.getcode()
             except HTTPError as exc:
-                status = exc.code
-                try:
-                    payload = exc.read()
-                except (OSError, HTTPException):
-                    payload = b""
-                retry_after = parse_retry_after(exc.headers.get("Retry-After") if exc.headers else None)
-                if status == 404 and not_found_ok:
+                if exc.code == 404 and not_found_ok:
                     return None
-                problem = parse_problem(status, payload, getattr(exc, "reason", None))
-                error = RunPodError(operation, method, path, status, attempts=attempt, **problem)
-                retryable = status in RETRYABLE_STATUSES and (retry_all or status == 429)
+                error, retry_after = http_error(operation, method, path, exc, attempt)
+                retryable = error.status in RETRYABLE_STATUSES and (retry_all or error.status == 429)
                 self._retry_or_raise(error, retryable, attempt, retry_after)
                 continue
             except (URLError, HTTPException, socket.timeout, ConnectionError, OSError) as exc:
@@ -329,20 +385,7 @@ class RunPodClient(object):
                 )
                 self._retry_or_raise(error, retry_all, attempt, None)
                 continue
-            if not payload or not payload.strip():
-                return None
-            try:
-                return json.loads(payload.decode("utf-8"))
-            except ValueError:
-                raise RunPodError(
-                    operation,
-                    method,
-                    path,
-                    status,
-                    title="invalid JSON in response",
-                    detail=payload[:200].decode("utf-8", "replace"),
-                    attempts=attempt,
-                ) from None
+            return decode_payload(operation, method, path, status, payload, attempt)
 
     def _retry_or_raise(self, error, retryable, attempt, retry_after):
         if not retryable or attempt > self.max_retries:
@@ -357,8 +400,46 @@ class RunPodClient(object):
                 raise error
             delay = retry_after
         else:
-            delay = backoff_delay(attempt - 1, self.backoff_base, self.backoff_cap, self._rand)
+            delay = self.backoff(attempt - 1)
         self._sleep(delay)
+
+    def backoff(self, attempt) -> float:
+        """The pause before retry number ``attempt`` (0-based), by this client's backoff policy."""
+        return backoff_delay(attempt, self.backoff_base, self.backoff_cap, self._rand)
+
+    def reconcile(self, send, read_back, took_effect, read_back_on=(), recheck_s=None):
+        """Send a request that must not be repeated blindly; settle a failure by reading the state back.
+
+        ``send()`` makes the request: its result is returned as ``(result, None)``. When it fails
+        ambiguously (5xx, no response: it may have taken effect), or with a status in ``read_back_on`` (a
+        refusal that may mean the state already is what was asked), ``read_back()`` reads the state, once
+        more ``recheck_s`` seconds later when given and the first read falls short, and
+        ``took_effect(state)`` judges it: yes returns ``(state, failure)``; no re-sends an ambiguous
+        failure, at most ``max_retries`` times with this client's backoff. Any other RunPodError of
+        ``send()`` is raised as it is; RunPodUnreconciled when a read back fails, when a ``read_back_on``
+        refusal did not take effect, or when the retries run out.
+        """
+        attempt = 0
+        while True:
+            try:
+                return send(), None
+            except RunPodError as exc:
+                if not (exc.ambiguous or exc.status in read_back_on):
+                    raise
+                failure = exc
+            try:
+                state = read_back()
+                if recheck_s is not None and not took_effect(state):
+                    self._sleep(recheck_s)
+                    state = read_back()
+            except RunPodError as exc:
+                raise RunPodUnreconciled(failure, read_error=exc) from exc
+            if took_effect(state):
+                return state, failure
+            attempt += 1
+            if not failure.ambiguous or attempt > self.max_retries:
+                raise RunPodUnreconciled(failure, state)
+            self._sleep(self.backoff(attempt - 1))
 
     # -- pods --------------------------------------------------------------------------------
 
@@ -466,7 +547,7 @@ class RunPodClient(object):
         pod = None
         while True:
             pod = self.get_pod(pod_id)
-            status = (pod or {}).get("status") or "TERMINATED"
+            status = pod_status(pod)
             if status in wanted:
                 return pod
             if status in fail_statuses:
@@ -498,7 +579,7 @@ class RunPodClient(object):
         missing = "status RUNNING"
         while True:
             pod = self.get_pod(pod_id)
-            status = (pod or {}).get("status") or "TERMINATED"
+            status = pod_status(pod)
             if status in POD_FAILED_STATUSES:
                 raise RunPodError(
                     "waitForSsh",
@@ -508,7 +589,7 @@ class RunPodClient(object):
                     title="pod %s is %s" % (pod_id, status),
                     detail="waiting for RUNNING with a reachable SSH endpoint",
                 )
-            if status == "RUNNING":
+            if status == RUNNING:
                 endpoint = pod_ssh_endpoint(pod)
                 if endpoint is None:
                     missing = "an ssh.direct endpoint (is 22/tcp in ports?)"

@@ -11,8 +11,6 @@ detail and errors, plus ``api_error`` with the same fields, plus whatever the mo
 
 from __future__ import annotations
 
-import time
-
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
@@ -21,8 +19,8 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
     DEFAULT_API_URL,
     RunPodClient,
     RunPodError,
+    RunPodUnreconciled,
     RunPodWaitTimeout,
-    backoff_delay,
     check_api_url,
 )
 
@@ -92,47 +90,35 @@ class RunPodModule(object):
         an ambiguous failure the name is looked up, twice a moment apart when the first read finds nothing
         (a new resource may take a moment to be listed): one match is adopted (returned with True), several
         are an error listing their ids under ``ids_key``, none means the create did not happen and it is sent
-        again, at most ``api_retries`` times. Returns ``(resource, adopted)``.
+        again, at most ``api_retries`` times (see RunPodClient.reconcile). Returns ``(resource, adopted)``.
         """
-        attempt = 0
-        while True:
-            try:
-                return send(), False
-            except RunPodError as exc:
-                if not exc.ambiguous:
-                    raise
-                failure = exc
-            try:
-                matches = find_named()
-                if not matches:
-                    time.sleep(RECHECK_DELAY_S)
-                    matches = find_named()
-            except RunPodError as lookup:
+        try:
+            found, failure = self.client.reconcile(send, find_named, bool, recheck_s=RECHECK_DELAY_S)
+        except RunPodUnreconciled as exc:
+            if exc.read_error is not None:
                 self.fail_api(
-                    lookup,
+                    exc.read_error,
                     context="creating %s %r failed (%s) and looking it up failed too, so it may exist: "
-                    "look for it before running again" % (kind, name, failure.message),
+                    "look for it before running again" % (kind, name, exc.failure.message),
                 )
-            if len(matches) == 1:
-                self.module.warn(
-                    "%s for %r failed (%s) but the %s exists: adopted %s"
-                    % (failure.operation, name, failure.status or "no response", kind, matches[0].get("id"))
-                )
-                return matches[0], True
-            if len(matches) > 1:
-                ids = sorted(m.get("id") for m in matches)
-                self.fail(
-                    "after a failed create, %d %ss are named %r (ids: %s); remove the extra ones"
-                    % (len(matches), kind, name, ", ".join(ids)),
-                    api_error=failure.to_dict(),
-                    **{ids_key: ids},
-                )
-            attempt += 1
-            if attempt > self.module.params["api_retries"]:
-                self.fail_api(
-                    failure, context="creating %s %r (none of that name exists; nothing was left)" % (kind, name)
-                )
-            time.sleep(backoff_delay(attempt - 1))
+            self.fail_api(
+                exc.failure, context="creating %s %r (none of that name exists; nothing was left)" % (kind, name)
+            )
+        if failure is None:
+            return found, False
+        if len(found) > 1:
+            ids = sorted(m.get("id") for m in found)
+            self.fail(
+                "after a failed create, %d %ss are named %r (ids: %s); remove the extra ones"
+                % (len(found), kind, name, ", ".join(ids)),
+                api_error=failure.to_dict(),
+                **{ids_key: ids},
+            )
+        self.module.warn(
+            "%s for %r failed (%s) but the %s exists: adopted %s"
+            % (failure.operation, name, failure.status or "no response", kind, found[0].get("id"))
+        )
+        return found[0], True
 
     def run(self) -> None:
         raise NotImplementedError

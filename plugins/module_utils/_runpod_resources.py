@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.trainops.gpu.plugins.module_utils._runpod import pod_ssh_endpoint
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
+    TERMINATED,
+    pod_ssh_endpoint,
+)
 
 DEFAULT_NAME_PREFIX = "trainops"
 
@@ -70,9 +73,28 @@ def volume_summary(volume) -> dict:
     }
 
 
-def live_pods_named(pods, name) -> list:
-    """Pods with exactly this name that still exist (TERMINATED ones are history, not matches)."""
-    return [pod for pod in pods if pod.get("name") == name and pod.get("status") != "TERMINATED"]
+def select_pods(pods, name=None, name_prefix=None, statuses=None, include_terminated=False) -> list:
+    """The pods that pass every filter given, sorted by name then id.
+
+    ``name`` is an exact name, ``name_prefix`` a start of name. ``statuses`` keeps pods in those statuses;
+    without statuses every status is kept, TERMINATED only with ``include_terminated`` (for most callers a
+    terminated pod is history, not a match: the inventory keeps it when its ``statuses`` is empty).
+    """
+    wanted = frozenset(statuses or ())
+
+    def status_ok(status):
+        if wanted:
+            return status in wanted
+        return include_terminated or status != TERMINATED
+
+    selected = [
+        pod
+        for pod in pods
+        if status_ok(pod.get("status"))
+        and (name is None or pod.get("name") == name)
+        and (not name_prefix or (pod.get("name") or "").startswith(name_prefix))
+    ]
+    return sorted(selected, key=lambda p: (p.get("name") or "", p.get("id") or ""))
 
 
 def parse_pod_name(name, prefix=DEFAULT_NAME_PREFIX):

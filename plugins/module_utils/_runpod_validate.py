@@ -30,36 +30,12 @@ def validate_pod_body(body, gpu_types, data_centers, network_volume=None, networ
     the body names a volume that does not exist.
     """
     problems = []
-    cloud = body.get("cloud") or "SECURE"
     gpu = body.get("gpu")
     cpu = body.get("cpu")
     if bool(gpu) == bool(cpu):
         problems.append("exactly one of gpu_type or cpu_flavor must be set")
     if gpu:
-        by_id = dict((g.get("id"), g) for g in gpu_types)
-        gpu_type = by_id.get(gpu.get("id"))
-        count = gpu.get("count", 1)
-        if gpu_type is None:
-            problems.append("unknown GPU type %r; the catalog offers: %s" % (gpu.get("id"), _known(by_id)))
-        else:
-            offered = gpu_type.get(cloud.lower())
-            ceiling = (gpu_type.get("maxCount") or {}).get(cloud.lower())
-            if offered is False or ceiling == 0:
-                problems.append("GPU type %r is not offered on the %s cloud" % (gpu.get("id"), cloud))
-            elif ceiling is not None and count > ceiling:
-                problems.append(
-                    "gpu_count %s is out of range for %r on the %s cloud: 1..%s"
-                    % (count, gpu.get("id"), cloud, ceiling)
-                )
-        if count < 1:
-            problems.append("gpu_count must be at least 1, got %s" % count)
-        for version in gpu.get("allowedCudaVersions") or []:
-            if not CUDA_VERSION.match(version):
-                problems.append("CUDA version %r is not major.minor" % version)
-        if gpu.get("minCudaVersion") and not CUDA_VERSION.match(gpu["minCudaVersion"]):
-            problems.append("min_cuda_version %r is not major.minor" % gpu["minCudaVersion"])
-        if gpu.get("allowedCudaVersions") and gpu.get("minCudaVersion"):
-            problems.append("allowed_cuda_versions and min_cuda_version are mutually exclusive")
+        problems += _gpu_problems(gpu, gpu_types, body.get("cloud") or "SECURE")
     if cpu:
         vcpus = cpu.get("vcpuCount") or 0
         if vcpus < 2 or vcpus & (vcpus - 1):
@@ -72,7 +48,42 @@ def validate_pod_body(body, gpu_types, data_centers, network_volume=None, networ
     disk = body.get("disk")
     if disk is not None and disk < 1:
         problems.append("container_disk must be at least 1 GB, got %s" % disk)
-    mounts = body.get("mounts") or {}
+    problems += _mount_problems(body.get("mounts") or {}, bool(cpu), wanted_dcs, network_volume, network_volume_missing)
+    return problems
+
+
+def _gpu_problems(gpu, gpu_types, cloud) -> list:
+    """Problems with the ``gpu`` part of a createPod body on ``cloud``."""
+    problems = []
+    by_id = dict((g.get("id"), g) for g in gpu_types)
+    gpu_type = by_id.get(gpu.get("id"))
+    count = gpu.get("count", 1)
+    if gpu_type is None:
+        problems.append("unknown GPU type %r; the catalog offers: %s" % (gpu.get("id"), _known(by_id)))
+    else:
+        offered = gpu_type.get(cloud.lower())
+        ceiling = (gpu_type.get("maxCount") or {}).get(cloud.lower())
+        if offered is False or ceiling == 0:
+            problems.append("GPU type %r is not offered on the %s cloud" % (gpu.get("id"), cloud))
+        elif ceiling is not None and count > ceiling:
+            problems.append(
+                "gpu_count %s is out of range for %r on the %s cloud: 1..%s" % (count, gpu.get("id"), cloud, ceiling)
+            )
+    if count < 1:
+        problems.append("gpu_count must be at least 1, got %s" % count)
+    for version in gpu.get("allowedCudaVersions") or []:
+        if not CUDA_VERSION.match(version):
+            problems.append("CUDA version %r is not major.minor" % version)
+    if gpu.get("minCudaVersion") and not CUDA_VERSION.match(gpu["minCudaVersion"]):
+        problems.append("min_cuda_version %r is not major.minor" % gpu["minCudaVersion"])
+    if gpu.get("allowedCudaVersions") and gpu.get("minCudaVersion"):
+        problems.append("allowed_cuda_versions and min_cuda_version are mutually exclusive")
+    return problems
+
+
+def _mount_problems(mounts, cpu_pod, wanted_dcs, network_volume, network_volume_missing) -> list:
+    """Problems with the ``mounts`` of a createPod body (``cpu_pod`` True for a CPU pod)."""
+    problems = []
     persistent = mounts.get("persistent")
     network = mounts.get("network") or []
     if persistent and network:
@@ -82,7 +93,7 @@ def validate_pod_body(body, gpu_types, data_centers, network_volume=None, networ
             problems.append(
                 "persistent_volume_size must be at least %s GB, got %s" % (PERSISTENT_MIN_GB, persistent.get("size"))
             )
-        if cpu:
+        if cpu_pod:
             problems.append("CPU pods cannot have a persistent volume; use a network volume")
     if network:
         volume_id = network[0].get("volumeId")

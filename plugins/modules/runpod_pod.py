@@ -321,15 +321,20 @@ reconciled:
   type: bool
 """
 
-import time
-
-from ansible_collections.trainops.gpu.plugins.module_utils._runpod import RunPodError, RunPodWaitTimeout, backoff_delay
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
+    ERROR,
+    EXITED,
+    POD_COMING_UP,
+    POD_STOPPED,
+    RUNNING,
+    TERMINATED,
+    RunPodUnreconciled,
+    RunPodWaitTimeout,
+    pod_status,
+)
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_base import RunPodModule
-from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import live_pods_named, pod_summary
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import pod_summary, select_pods
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_validate import validate_pod_body
-
-COMING_UP = ("PROVISIONING", "STARTING")
-STOPPED = ("EXITED", "ERROR")
 
 
 def action_took_effect(action, before, after) -> bool:
@@ -338,12 +343,12 @@ def action_took_effect(action, before, after) -> bool:
         return action == "terminate"
     status = after.get("status")
     if action == "start":
-        return status not in STOPPED
+        return status not in POD_STOPPED
     if action == "stop":
-        return status == "EXITED"
+        return status == EXITED
     if action == "restart":
-        return status in COMING_UP or after.get("startedAt") != (before or {}).get("startedAt")
-    return status == "TERMINATED"
+        return status in POD_COMING_UP or after.get("startedAt") != (before or {}).get("startedAt")
+    return status == TERMINATED
 
 
 def comparable(pod) -> dict:
@@ -381,8 +386,8 @@ class RunPodPod(RunPodModule):
         pod_id, name = self.params["id"], self.params["name"]
         if pod_id:
             pod = self.client.get_pod(pod_id)
-            return None if not pod or pod.get("status") == "TERMINATED" else pod
-        matches = live_pods_named(self.client.list_pods(), name)
+            return None if not pod or pod.get("status") == TERMINATED else pod
+        matches = select_pods(self.client.list_pods(), name=name)
         if len(matches) > 1:
             ids = sorted(p.get("id") for p in matches)
             self.fail(
@@ -471,7 +476,7 @@ class RunPodPod(RunPodModule):
             after = dict(
                 name=body["name"],
                 image=body["image"],
-                status="RUNNING",
+                status=RUNNING,
                 ports=body["ports"],
                 env_keys=sorted((body.get("env") or {}).keys()),
             )
@@ -482,7 +487,7 @@ class RunPodPod(RunPodModule):
             "pod",
             body["name"],
             lambda: self.client.create_pod(body),
-            lambda: live_pods_named(self.client.list_pods(), body["name"]),
+            lambda: select_pods(self.client.list_pods(), name=body["name"]),
             "pod_ids",
         )
         self.result["pod"] = pod_summary(pod)
@@ -563,18 +568,17 @@ class RunPodPod(RunPodModule):
 
     def act(self, pod, action):
         """Send a pod action; a failure without a clear answer is judged by reading the pod back."""
-        attempt = 0
-        while True:
-            try:
-                result = self.client.pod_action(pod["id"], action)
-                return result or self.client.get_pod(pod["id"])
-            except RunPodError as exc:
-                if not (exc.ambiguous or exc.status == 409):
-                    raise
-                failure = exc
-            after = self.client.get_pod(pod["id"])
-            if action_took_effect(action, pod, after):
-                return after
+        try:
+            return self.client.reconcile(
+                lambda: self.client.pod_action(pod["id"], action) or self.client.get_pod(pod["id"]),
+                lambda: self.client.get_pod(pod["id"]),
+                lambda after: action_took_effect(action, pod, after),
+                read_back_on=(409,),
+            )[0]
+        except RunPodUnreconciled as exc:
+            if exc.read_error is not None:
+                raise exc.read_error from None
+            after, failure = exc.state, exc.failure
             if failure.status == 409:
                 allowed = ", ".join((after or {}).get("actions") or []) or "none"
                 self.fail_api(
@@ -583,10 +587,7 @@ class RunPodPod(RunPodModule):
                     % (action, pod["id"], (after or {}).get("status"), allowed),
                     pod=pod_summary(after),
                 )
-            attempt += 1
-            if attempt > self.params["api_retries"]:
-                self.fail_api(failure, context="%s pod %s" % (action, pod["id"]), pod=pod_summary(after))
-            time.sleep(backoff_delay(attempt - 1))
+            self.fail_api(failure, context="%s pod %s" % (action, pod["id"]), pod=pod_summary(after))
 
     def transition(self, pod, action, new_status):
         self.mark_changed()
@@ -599,18 +600,18 @@ class RunPodPod(RunPodModule):
 
     def ensure_state(self, pod, state):
         status = pod.get("status")
-        if state == "running" and status in STOPPED:
-            return self.transition(pod, "start", "RUNNING")
+        if state == "running" and status in POD_STOPPED:
+            return self.transition(pod, "start", RUNNING)
         if state == "stopped":
-            if status == "ERROR":
+            if status == ERROR:
                 self.module.warn("pod %s is in ERROR; it is not running, so it is left as it is" % pod["id"])
-            elif status != "EXITED":
-                return self.transition(pod, "stop", "EXITED")
+            elif status != EXITED:
+                return self.transition(pod, "stop", EXITED)
         if state == "restarted":
-            if status == "RUNNING":
-                return self.transition(pod, "restart", "RUNNING")
-            if status in STOPPED:
-                return self.transition(pod, "start", "RUNNING")
+            if status == RUNNING:
+                return self.transition(pod, "restart", RUNNING)
+            if status in POD_STOPPED:
+                return self.transition(pod, "start", RUNNING)
             self.module.warn("pod %s is %s: it is already starting, so it was not restarted" % (pod["id"], status))
         return pod
 
@@ -623,14 +624,14 @@ class RunPodPod(RunPodModule):
         timeout = self.params["wait_timeout"]
         try:
             if state == "stopped":
-                return self.client.wait_for_pod(pod["id"], ("EXITED", "ERROR"), timeout)
-            if state == "present" and pod.get("status") in STOPPED:
+                return self.client.wait_for_pod(pod["id"], POD_STOPPED, timeout)
+            if state == "present" and pod.get("status") in POD_STOPPED:
                 # present keeps a stopped pod stopped: there is nothing to wait for.
                 return pod
             ports = pod.get("ports") or []
             if self.params["wait_for"] != "running" and "22/tcp" in ports:
                 return self.client.wait_for_ssh(pod["id"], timeout, probe=self.params["wait_for"] == "ssh")
-            return self.client.wait_for_pod(pod["id"], ("RUNNING",), timeout)
+            return self.client.wait_for_pod(pod["id"], (RUNNING,), timeout)
         except RunPodWaitTimeout as exc:
             last = exc.resource or pod
             created = " It was created by this task and is billing;" if self.result["created"] else ""
@@ -644,7 +645,7 @@ class RunPodPod(RunPodModule):
         if self.module.check_mode or not self.params["wait"]:
             return None
         try:
-            return self.client.wait_for_pod(pod_id, ("TERMINATED",), self.params["wait_timeout"], fail_statuses=())
+            return self.client.wait_for_pod(pod_id, (TERMINATED,), self.params["wait_timeout"], fail_statuses=())
         except RunPodWaitTimeout as exc:
             self.fail("%s: the terminate was sent, the pod still exists" % exc, pod=pod_summary(exc.resource))
 
@@ -688,8 +689,8 @@ class RunPodPod(RunPodModule):
         final = self.wait_gone(pod["id"])
         after = self.client.get_pod(pod["id"]) if final is None else final
         summary = pod_summary(after) if after else dict(self.result["pod"])
-        summary["status"] = (after or {}).get("status") or "TERMINATED"
-        if summary["status"] == "TERMINATED":
+        summary["status"] = pod_status(after)
+        if summary["status"] == TERMINATED:
             # A terminated pod has no endpoint and no cost, whatever the last read before it said.
             summary.update(ssh_host=None, ssh_port=None, ssh_user=None, ssh_command=None, cost_per_hr=0.0, actions=[])
         self.result["pod"] = summary

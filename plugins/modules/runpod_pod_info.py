@@ -71,25 +71,9 @@ pods:
       ssh_port: 43122
 """
 
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod import POD_STATUSES
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_base import RunPodModule
-from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import pod_summary
-
-
-def select_pods(pods, name=None, name_prefix=None, statuses=None) -> list:
-    wanted = set(statuses) if statuses else None
-    selected = []
-    for pod in pods:
-        status = pod.get("status")
-        if wanted is None and status == "TERMINATED":
-            continue
-        if wanted is not None and status not in wanted:
-            continue
-        if name is not None and pod.get("name") != name:
-            continue
-        if name_prefix and not (pod.get("name") or "").startswith(name_prefix):
-            continue
-        selected.append(pod)
-    return sorted(selected, key=lambda p: (p.get("name") or "", p.get("id") or ""))
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import pod_summary, select_pods
 
 
 class RunPodPodInfo(RunPodModule):
@@ -100,7 +84,8 @@ class RunPodPodInfo(RunPodModule):
             pods = [pod] if pod else []
         else:
             pods = self.client.list_pods()
-        pods = select_pods(pods, p["name"], p["name_prefix"], p["statuses"])
+        # Terminated pods are history: they are listed only when statuses asks for them.
+        pods = select_pods(pods, name=p["name"], name_prefix=p["name_prefix"], statuses=p["statuses"])
         self.result["pods"] = [pod_summary(pod) for pod in pods]
 
 
@@ -110,11 +95,7 @@ def main():
             id=dict(type="str"),
             name=dict(type="str"),
             name_prefix=dict(type="str"),
-            statuses=dict(
-                type="list",
-                elements="str",
-                choices=["PROVISIONING", "STARTING", "RUNNING", "EXITED", "ERROR", "TERMINATED"],
-            ),
+            statuses=dict(type="list", elements="str", choices=list(POD_STATUSES)),
         ),
         supports_check_mode=True,
     )

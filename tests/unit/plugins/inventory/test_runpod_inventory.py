@@ -8,9 +8,9 @@ from ansible_collections.trainops.gpu.plugins.inventory.runpod import (
     pod_groups,
     pod_hostvars,
     safe_group_part,
-    select_pods,
     without_env_values,
 )
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import pod_summary, select_pods
 
 POD = {
     "id": "pod_abc",
@@ -54,8 +54,67 @@ def test_safe_group_part():
 
 def test_select_pods_filters():
     pods = [dict(POD, id="a"), dict(POD, id="b", status="EXITED"), dict(POD, id="c", name="x-1-y")]
-    assert [p["id"] for p in select_pods(pods, ["RUNNING"], "trainops-")] == ["a"]
-    assert [p["id"] for p in select_pods(pods, [], None)] == ["a", "b", "c"]
+    # As the inventory calls it: an empty statuses keeps every pod.
+    assert [p["id"] for p in select_pods(pods, name_prefix="trainops-", statuses=["RUNNING"])] == ["a"]
+    assert sorted(p["id"] for p in select_pods(pods, statuses=[], include_terminated=True)) == ["a", "b", "c"]
+
+
+def test_empty_statuses_keep_terminated_pods_in_the_inventory():
+    pods = [dict(POD, id="a"), dict(POD, id="t", status="TERMINATED")]
+    assert [p["id"] for p in select_pods(pods, statuses=[], include_terminated=True)] == ["a", "t"]
+    assert [p["id"] for p in select_pods(pods, statuses=["TERMINATED"], include_terminated=True)] == ["t"]
+
+
+def test_hostvars_are_the_module_summary_prefixed_plus_run_role_and_volume():
+    pod = dict(POD, mounts={"network": [{"volumeId": "vol1", "path": "/workspace"}]})
+    hostvars = pod_hostvars(pod, "trainops")
+    summary = pod_summary(pod)
+    assert dict((k, hostvars["runpod_" + k]) for k in summary) == summary
+    assert set(hostvars) - set("runpod_" + k for k in summary) == {
+        "runpod_network_volume_id",
+        "runpod_run_id",
+        "runpod_role",
+    }
+    assert hostvars["runpod_network_volume_id"] == "vol1"
+
+
+def test_hostvars_of_earlier_releases_keep_their_values():
+    pod = dict(
+        POD,
+        image="img",
+        cloud="SECURE",
+        cudaVersion="12.8",
+        ports=["22/tcp"],
+        cost=0.69,
+        createdAt="2026-01-01T00:00:00Z",
+        startedAt="2026-01-01T00:01:00Z",
+        cpu={"id": "cpu3c"},
+        mounts={"network": [{"volumeId": "vol1", "path": "/workspace"}]},
+    )
+    expected = dict(
+        runpod_id="pod_abc",
+        runpod_name="trainops-run-42-trainer",
+        runpod_status="RUNNING",
+        runpod_image="img",
+        runpod_gpu_type="NVIDIA GeForce RTX 4090",
+        runpod_gpu_count=1,
+        runpod_cpu_flavor="cpu3c",
+        runpod_cloud="SECURE",
+        runpod_data_center_id="EU-RO-1",
+        runpod_cuda_version="12.8",
+        runpod_ports=["22/tcp"],
+        runpod_env_keys=["SECRET"],
+        runpod_network_volume_id="vol1",
+        runpod_cost_per_hr=0.69,
+        runpod_created_at="2026-01-01T00:00:00Z",
+        runpod_started_at="2026-01-01T00:01:00Z",
+        runpod_ssh_host="127.0.0.1",
+        runpod_ssh_port=40022,
+        runpod_run_id="run-42",
+        runpod_role="trainer",
+    )
+    hostvars = pod_hostvars(pod, "trainops")
+    assert dict((key, hostvars.get(key, "missing")) for key in expected) == expected
 
 
 def test_env_values_are_blanked_before_caching_and_keys_kept():

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import (
-    live_pods_named,
     parse_pod_name,
     pod_summary,
+    select_pods,
     ssh_key_identity,
 )
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_validate import (
@@ -74,13 +74,13 @@ def test_pod_summary_hides_env_values():
     assert summary["network_volume"] == {"id": "v", "path": "/workspace"}
 
 
-def test_live_pods_named_skips_terminated_and_other_names():
+def test_select_pods_by_name_skips_terminated_and_other_names():
     pods = [
         {"id": "a", "name": "x", "status": "RUNNING"},
         {"id": "b", "name": "x", "status": "TERMINATED"},
         {"id": "c", "name": "xy", "status": "RUNNING"},
     ]
-    assert [p["id"] for p in live_pods_named(pods, "x")] == ["a"]
+    assert [p["id"] for p in select_pods(pods, name="x")] == ["a"]
 
 
 def body(**extra):

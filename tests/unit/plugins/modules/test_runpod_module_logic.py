@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import select_pods
 from ansible_collections.trainops.gpu.plugins.modules.runpod_pod import action_took_effect
-from ansible_collections.trainops.gpu.plugins.modules.runpod_pod_info import select_pods
 from ansible_collections.trainops.gpu.plugins.modules.runpod_ssh_key import updated_keys
 
 KEY_A = "ssh-ed25519 AAAAC3NzaA alice@laptop"
