@@ -230,7 +230,7 @@ def ensure_pods_can_run(image: str | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runpod_emulator.doctor", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m runpod_emulator.doctor", description=__doc__.partition("\n")[0])
     parser.add_argument("--image", help="pod image (default: localhost/trainops-pod:<emulator/image/tag.sh>)")
     parser.add_argument("--require-image", action="store_true", help="fail instead of skipping without the image")
     args = parser.parse_args(argv)
