@@ -200,14 +200,41 @@ def parse_retry_after(value, now=None):
     return max(0.0, when.timestamp() - current)
 
 
+# The exponent of every backoff stops growing here: 2**62 is past any cap, and an uncapped exponent overflows a
+# float after about a thousand attempts (a wait of a few thousand seconds polling every 5 s).
+MAX_BACKOFF_EXPONENT = 62
+# The longest wait_timeout a wait accepts: six hours. A pod that is not ready by then will not be; a larger
+# value is a mistake (minutes taken for seconds) and is refused before anything is created.
+MAX_WAIT_TIMEOUT = 6 * 3600
+
+
+def capped_step(attempt, base, cap) -> float:
+    """``min(cap, base * 2**attempt)`` for any ``attempt``, without overflowing."""
+    return min(float(cap), float(base) * 2.0 ** min(max(int(attempt), 0), MAX_BACKOFF_EXPONENT))
+
+
 def backoff_delay(attempt, base=0.5, cap=30.0, rand=random.random) -> float:
     """Capped exponential backoff with equal jitter for retry number ``attempt`` (0-based).
 
     Half of the capped exponential step is fixed and half is random, so concurrent clients spread
     out without any retry collapsing to an immediate one.
     """
-    step = min(cap, base * (2**attempt))
+    step = capped_step(attempt, base, cap)
     return step / 2.0 + rand() * step / 2.0
+
+
+def check_wait_timeout(timeout) -> float:
+    """``timeout`` as seconds when it is within 1 .. MAX_WAIT_TIMEOUT; ValueError naming the bound otherwise."""
+    try:
+        seconds = float(timeout)
+    except (TypeError, ValueError):
+        raise ValueError("wait_timeout must be a number of seconds, got %r" % (timeout,)) from None
+    if not 1 <= seconds <= MAX_WAIT_TIMEOUT:
+        raise ValueError(
+            "wait_timeout must be from 1 to %d seconds (%d hours), got %s"
+            % (MAX_WAIT_TIMEOUT, MAX_WAIT_TIMEOUT // 3600, timeout)
+        )
+    return seconds
 
 
 def check_api_url(api_url) -> str:
@@ -407,6 +434,11 @@ class RunPodClient(object):
         """The pause before retry number ``attempt`` (0-based), by this client's backoff policy."""
         return backoff_delay(attempt, self.backoff_base, self.backoff_cap, self._rand)
 
+    @staticmethod
+    def poll_delay(attempt, poll_cap=5.0) -> float:
+        """The pause before poll number ``attempt`` (0-based) of a wait: 0.25 s doubling, at most ``poll_cap``."""
+        return capped_step(attempt, 0.25, poll_cap)
+
     def reconcile(self, send, read_back, took_effect, read_back_on=(), recheck_s=None):
         """Send a request that must not be repeated blindly; settle a failure by reading the state back.
 
@@ -542,7 +574,7 @@ class RunPodClient(object):
         RunPodError if the pod lands in a failure status it was not waited for.
         """
         wanted = frozenset(statuses)
-        deadline = self._clock() + float(timeout)
+        deadline = self._clock() + check_wait_timeout(timeout)
         attempt = 0
         pod = None
         while True:
@@ -565,7 +597,7 @@ class RunPodClient(object):
                     "pod %s still %s after %ss waiting for %s" % (pod_id, status, timeout, "/".join(sorted(wanted))),
                     pod,
                 )
-            self._sleep(min(remaining, poll_cap, 0.25 * (2**attempt)))
+            self._sleep(min(remaining, self.poll_delay(attempt, poll_cap)))
             attempt += 1
 
     def wait_for_ssh(self, pod_id, timeout, probe=True, poll_cap=5.0, probe_timeout=5.0):
@@ -574,7 +606,7 @@ class RunPodClient(object):
         Returns the pod as last read. Bounded by ``timeout`` seconds; on timeout raises
         RunPodWaitTimeout whose message says which condition was still missing.
         """
-        deadline = self._clock() + float(timeout)
+        deadline = self._clock() + check_wait_timeout(timeout)
         attempt = 0
         missing = "status RUNNING"
         while True:
@@ -605,5 +637,5 @@ class RunPodClient(object):
                 raise RunPodWaitTimeout(
                     "pod %s not ready for SSH after %ss: still waiting for %s" % (pod_id, timeout, missing), pod
                 )
-            self._sleep(min(remaining, poll_cap, 0.25 * (2**attempt)))
+            self._sleep(min(remaining, self.poll_delay(attempt, poll_cap)))
             attempt += 1
