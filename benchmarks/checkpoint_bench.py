@@ -44,7 +44,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "training"))
 
 import torch  # noqa: E402
-from trainops_train._format import fmt  # noqa: E402
+from trainops_train import checkpoint_format  # noqa: E402
 from trainops_train.checkpoint_writer import CheckpointWriter, HashingFileWriter, save_payload  # noqa: E402
 
 MB = 1_000_000
@@ -103,7 +103,7 @@ def save_plain_then_hash(state: dict[str, Any], directory: str) -> float:
     started = time.perf_counter()
     torch.save(state, path)
     fsync_path(path)
-    fmt.sha256_file(path)
+    checkpoint_format.sha256_file(path)
     return time.perf_counter() - started
 
 
@@ -211,10 +211,10 @@ def bench_verify(state: dict[str, Any], base: str, repeats: int) -> dict[str, fl
         files = sorted(os.listdir(saved.path))
         size = sum(os.path.getsize(os.path.join(saved.path, name)) for name in files)
         ours, theirs = [], []
-        fmt.verify_checkpoint(saved.path)  # warm the page cache for both
+        checkpoint_format.verify_checkpoint(saved.path)  # warm the page cache for both
         for _repeat in range(repeats):
             started = time.perf_counter()
-            report = fmt.verify_checkpoint(saved.path)
+            report = checkpoint_format.verify_checkpoint(saved.path)
             ours.append(time.perf_counter() - started)
             assert report.valid, report.errors
             started = time.perf_counter()

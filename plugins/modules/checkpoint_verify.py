@@ -210,6 +210,21 @@ aside:
   returned: always
   type: list
   elements: str
+deleting:
+  description:
+    - Checkpoints being pruned (C(.deleting-step-NNNNNNNN-<hex>)), renamed before removal; never valid, never moved.
+    - A trainer that died while pruning leaves one behind; the next trainer start finishes its removal.
+  returned: always
+  type: list
+  elements: str
+unverified:
+  description:
+    - Committed checkpoints listed but not verified, because verification stopped at the newest valid one.
+    - This module verifies every checkpoint, so the list is empty; it is returned so that nothing the
+      verification found is dropped.
+  returned: always
+  type: list
+  elements: str
 latest_hint:
   description: Content of the root's C(latest) file, a hint only; null when absent.
   returned: always
@@ -244,7 +259,6 @@ from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.trainops.gpu.plugins.module_utils._checkpoint_format import (
     ASIDE_CORRUPT,
-    CKPT_DIRNAME,
     WRITER_LOCK_NAME,
     CheckpointFormatError,
     RootReport,
@@ -256,6 +270,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._checkpoint_format im
     verify_root,
     writer_lock_held,
 )
+from ansible_collections.trainops.gpu.plugins.module_utils._run_layout import RunLayout
 
 # Runs in a separate interpreter: loads each file given on the command line with weights_only and
 # prints one JSON object. Exit 3 means torch is not importable there.
@@ -278,6 +293,19 @@ sys.stdout.write(json.dumps({"torch": True, "torch_version": torch.__version__, 
 """
 
 KILL_GRACE_SECONDS = 5
+
+# What the module returns of a RootReport (all of it but its root, which `path` replaces).
+REPORT_KEYS = (
+    "newest_valid_step",
+    "newest_valid_path",
+    "corrupt",
+    "checkpoints",
+    "unverified",
+    "stray_temp",
+    "deleting",
+    "aside",
+    "latest_hint",
+)
 
 
 def load_checkpoint(module, report):
@@ -317,18 +345,18 @@ def load_checkpoint(module, report):
     }
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            load=dict(type="bool", default=False),
-            load_timeout=dict(type="int", default=300),
-            python=dict(type="path"),
-            quarantine=dict(type="bool", default=False),
-            require_valid=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
+ARGUMENT_SPEC = dict(
+    path=dict(type="path", required=True),
+    load=dict(type="bool", default=False),
+    load_timeout=dict(type="int", default=300),
+    python=dict(type="path"),
+    quarantine=dict(type="bool", default=False),
+    require_valid=dict(type="bool", default=False),
+)
+
+
+def resolve_path(module):
+    """The directory to verify: O(path), or the C(ckpt) of a run directory; fails on bad parameters."""
     path = module.params["path"].rstrip("/") or "/"
     if module.params["load_timeout"] < 1:
         module.fail_json(msg="load_timeout must be at least 1 second, got %d" % module.params["load_timeout"])
@@ -336,8 +364,7 @@ def main():
         module.fail_json(msg="path %s is not a directory" % path)
     if module.params["python"] and not os.access(module.params["python"], os.X_OK):
         module.fail_json(msg="python %s is not an executable file" % module.params["python"])
-
-    run_ckpt = os.path.join(path, CKPT_DIRNAME)
+    run_ckpt = RunLayout.from_run_dir(path).ckpt
     names = []  # type: list[str]
     try:
         names = os.listdir(path)
@@ -345,76 +372,88 @@ def main():
         module.fail_json(msg="cannot list %s: %s" % (path, to_native(exc)))
     holds_checkpoints = any(parse_step_dirname(name) is not None for name in names)
     if not is_checkpoint_dir(path) and os.path.isdir(run_ckpt) and not holds_checkpoints:
-        path = run_ckpt  # a run directory stands for its ckpt/
+        return run_ckpt  # a run directory stands for its ckpt/
+    return path
 
+
+def verify(module, path):
+    """(kind, RootReport): one checkpoint, or every checkpoint under a root with the manifest chain."""
     if is_checkpoint_dir(path):
-        kind = "checkpoint"
         root_report = RootReport(os.path.dirname(path))
         root_report.checkpoints.append(verify_checkpoint(path))
-    else:
-        kind = "root"
-        try:
-            root_report = verify_root(path)
-        except (CheckpointFormatError, OSError) as exc:
-            module.fail_json(msg="cannot verify %s: %s" % (path, to_native(exc)))
+        return "checkpoint", root_report
+    root_report = None
+    try:
+        root_report = verify_root(path)
+    except (CheckpointFormatError, OSError) as exc:
+        module.fail_json(msg="cannot verify %s: %s" % (path, to_native(exc)))
+    return "root", root_report
 
+
+def load_newest(module, root_report):
+    """Load valid checkpoints newest first until one loads; one that does not load becomes corrupt.
+    Returns the load records by checkpoint path."""
     loads = {}
-    if module.params["load"]:
-        for report in root_report.checkpoints:
-            if not report.valid:
-                continue
-            record = load_checkpoint(module, report)
-            loads[report.path] = record
-            if record["ok"]:
-                break
-            report.errors.extend(record["errors"])
+    for report in root_report.checkpoints:
+        if not report.valid:
+            continue
+        record = load_checkpoint(module, report)
+        loads[report.path] = record
+        if record["ok"]:
+            break
+        report.errors.extend(record["errors"])
+    return loads
 
+
+def quarantine(module, root_report):
+    """Move corrupt checkpoints aside (in check mode, only say where); refused while a trainer runs."""
+    if not root_report.corrupt:
+        return []
+    trainer_running = False
+    try:
+        trainer_running = writer_lock_held(root_report.root)
+    except OSError as exc:
+        module.fail_json(msg="cannot check the writer lock of %s: %s" % (root_report.root, to_native(exc)))
+    if trainer_running:
+        module.fail_json(
+            msg="quarantine refused: a trainer holds %s/%s and moves corrupt checkpoints aside itself; "
+            "stop it first, or verify without quarantine" % (root_report.root, WRITER_LOCK_NAME)
+        )
     quarantined = []
-    if module.params["quarantine"] and root_report.corrupt:
-        trainer_running = False
-        try:
-            trainer_running = writer_lock_held(root_report.root)
-        except OSError as exc:
-            module.fail_json(msg="cannot check the writer lock of %s: %s" % (root_report.root, to_native(exc)))
-        if trainer_running:
-            module.fail_json(
-                msg="quarantine refused: a trainer holds %s/%s and moves corrupt checkpoints aside itself; "
-                "stop it first, or verify without quarantine" % (root_report.root, WRITER_LOCK_NAME)
-            )
     for report in root_report.corrupt:
-        if not module.params["quarantine"] or not os.path.isdir(report.path):
+        if not os.path.isdir(report.path):
             continue
         if module.check_mode:
             quarantined.append({"path": report.path, "moved_to": aside_target(report.path, ASIDE_CORRUPT)})
-        else:
-            try:
-                moved = move_aside(report.path, ASIDE_CORRUPT)
-            except OSError as exc:
-                module.fail_json(
-                    msg="cannot move %s aside: %s" % (report.path, to_native(exc)), quarantined=quarantined
-                )
-            quarantined.append({"path": report.path, "moved_to": moved})
+            continue
+        try:
+            moved = move_aside(report.path, ASIDE_CORRUPT)
+        except OSError as exc:
+            module.fail_json(msg="cannot move %s aside: %s" % (report.path, to_native(exc)), quarantined=quarantined)
+        quarantined.append({"path": report.path, "moved_to": moved})
+    return quarantined
 
+
+def build_result(path, kind, root_report, loads, quarantined):
+    """The module's result: the report's every entry, the loads, and what was quarantined."""
     summary = root_report.to_dict()
     for entry in summary["checkpoints"]:
         entry["loaded"] = loads.get(entry["path"])
     newest = root_report.newest_valid
-    result = dict(
-        changed=bool(quarantined),
-        path=path,
-        kind=kind,
-        valid=newest is not None,
-        newest_valid_step=summary["newest_valid_step"],
-        newest_valid_path=summary["newest_valid_path"],
-        corrupt=summary["corrupt"],
-        checkpoints=summary["checkpoints"],
-        stray_temp=summary["stray_temp"],
-        aside=summary["aside"],
-        latest_hint=summary["latest_hint"],
-        quarantined=quarantined,
-        loaded=loads.get(newest.path) if newest is not None else None,
-    )
-    if module.params["require_valid"] and newest is None:
+    result = dict(changed=bool(quarantined), path=path, kind=kind, valid=newest is not None)
+    result.update((key, summary[key]) for key in REPORT_KEYS)
+    result.update(quarantined=quarantined, loaded=loads.get(newest.path) if newest is not None else None)
+    return result
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    path = resolve_path(module)
+    kind, root_report = verify(module, path)
+    loads = load_newest(module, root_report) if module.params["load"] else {}
+    quarantined = quarantine(module, root_report) if module.params["quarantine"] else []
+    result = build_result(path, kind, root_report, loads, quarantined)
+    if module.params["require_valid"] and not result["valid"]:
         what = "checkpoint %s is not valid" % path if kind == "checkpoint" else "no valid checkpoint under %s" % path
         module.fail_json(msg=what, **result)
     module.exit_json(**result)

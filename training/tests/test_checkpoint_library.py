@@ -12,9 +12,8 @@ import subprocess
 import pytest
 import torch
 from trainer_harness import ROOT, assert_sha256sum_accepts
-from trainops_train import cadence, journal
+from trainops_train import cadence, checkpoint_format, journal, run_layout
 from trainops_train import config as config_lib
-from trainops_train._format import fmt
 from trainops_train.checkpoint_writer import (
     PARALLEL_HASH_BYTES,
     WRITE_SLICE_BYTES,
@@ -40,37 +39,37 @@ def _writer(root: pathlib.Path, keep_last: int = 2, previous=None) -> Checkpoint
 
 
 def test_names_round_trip_and_reject_lookalikes():
-    assert fmt.step_dirname(42) == "step-00000042"
-    assert fmt.parse_step_dirname("step-00000042") == 42
-    assert fmt.parse_step_dirname("step-123456789") == 123456789
+    assert checkpoint_format.step_dirname(42) == "step-00000042"
+    assert checkpoint_format.parse_step_dirname("step-00000042") == 42
+    assert checkpoint_format.parse_step_dirname("step-123456789") == 123456789
     for name in ("step-42", "step-0000004x", "step-00000042.corrupt-20260101T000000Z", ".tmp-step-00000042-1-ab"):
-        assert fmt.parse_step_dirname(name) is None, name
-    temp = fmt.temp_dirname(42, 1234, "beef")
-    assert fmt.parse_temp_dirname(temp) == 42 and fmt.parse_step_dirname(temp) is None
-    assert fmt.parse_deleting_dirname(fmt.deleting_dirname(7, "ab")) == 7
-    aside = fmt.aside_dirname(temp, fmt.ASIDE_PARTIAL)
-    assert fmt.parse_aside_dirname(aside) == (temp.lstrip("."), fmt.ASIDE_PARTIAL)
-    with pytest.raises(fmt.CheckpointFormatError):
-        fmt.step_dirname(-1)
-    with pytest.raises(fmt.CheckpointFormatError):
-        fmt.aside_dirname("step-00000001", "broken")
+        assert checkpoint_format.parse_step_dirname(name) is None, name
+    temp = checkpoint_format.temp_dirname(42, 1234, "beef")
+    assert checkpoint_format.parse_temp_dirname(temp) == 42 and checkpoint_format.parse_step_dirname(temp) is None
+    assert checkpoint_format.parse_deleting_dirname(checkpoint_format.deleting_dirname(7, "ab")) == 7
+    aside = checkpoint_format.aside_dirname(temp, checkpoint_format.ASIDE_PARTIAL)
+    assert checkpoint_format.parse_aside_dirname(aside) == (temp.lstrip("."), checkpoint_format.ASIDE_PARTIAL)
+    with pytest.raises(checkpoint_format.CheckpointFormatError):
+        checkpoint_format.step_dirname(-1)
+    with pytest.raises(checkpoint_format.CheckpointFormatError):
+        checkpoint_format.aside_dirname("step-00000001", "broken")
 
 
 def test_sums_agree_with_coreutils_both_ways(tmp_path):
     hashes = {}
-    for name, data in (("a.pt", b"alpha"), ("b-1.bin", os.urandom(70000)), (fmt.MANIFEST_NAME, b"{}\n")):
+    for name, data in (("a.pt", b"alpha"), ("b-1.bin", os.urandom(70000)), (checkpoint_format.MANIFEST_NAME, b"{}\n")):
         (tmp_path / name).write_bytes(data)
         hashes[name] = hashlib.sha256(data).hexdigest()
-    (tmp_path / fmt.SUMS_NAME).write_text(fmt.format_sums(hashes))
+    (tmp_path / checkpoint_format.SUMS_NAME).write_text(checkpoint_format.format_sums(hashes))
     assert_sha256sum_accepts(tmp_path)
     produced = subprocess.run(
         ["sha256sum", *sorted(hashes)], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True
     ).stdout
-    assert fmt.parse_sums(produced) == hashes
+    assert checkpoint_format.parse_sums(produced) == hashes
     binary_mode = subprocess.run(
         ["sha256sum", "-b", *sorted(hashes)], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True
     ).stdout
-    assert fmt.parse_sums(binary_mode) == hashes
+    assert checkpoint_format.parse_sums(binary_mode) == hashes
 
 
 @pytest.mark.parametrize(
@@ -78,15 +77,15 @@ def test_sums_agree_with_coreutils_both_ways(tmp_path):
     ["", "nothex  a.pt\n", "a" * 64 + "  ../etc/passwd\n", "a" * 64 + "  a.pt\n" + "b" * 64 + "  a.pt\n", "a" * 63],
 )
 def test_parse_sums_rejects_malformed(text):
-    with pytest.raises(fmt.CheckpointFormatError):
-        fmt.parse_sums(text)
+    with pytest.raises(checkpoint_format.CheckpointFormatError):
+        checkpoint_format.parse_sums(text)
 
 
 def test_manifest_schema_is_enforced():
     files = {"model.pt": {"size": 3, "sha256": "0" * 64}}
-    good = fmt.build_manifest(5, "r", "h", {}, 1, {}, files, 4, "1" * 64)
-    assert fmt.manifest_errors(good) == []
-    assert fmt.manifest_errors(json.loads(fmt.manifest_bytes(good))) == []
+    good = checkpoint_format.build_manifest(5, "r", "h", {}, 1, {}, files, 4, "1" * 64)
+    assert checkpoint_format.manifest_errors(good) == []
+    assert checkpoint_format.manifest_errors(json.loads(checkpoint_format.manifest_bytes(good))) == []
     for mutate, expected in (
         (lambda m: m.pop("step"), "lacks 'step'"),
         (lambda m: m.update(step="5"), "'step' has the wrong type"),
@@ -97,9 +96,9 @@ def test_manifest_schema_is_enforced():
         (lambda m: m.update(format="other"), "format is 'other'"),
         (lambda m: m.update(format_version=99), "newer than this reader"),
     ):
-        broken = json.loads(fmt.manifest_bytes(good))
+        broken = json.loads(checkpoint_format.manifest_bytes(good))
         mutate(broken)
-        errors = fmt.manifest_errors(broken)
+        errors = checkpoint_format.manifest_errors(broken)
         assert any(expected in error for error in errors), (expected, errors)
 
 
@@ -111,9 +110,9 @@ def test_writer_and_verifier_agree(tmp_path):
     finally:
         writer.close()
     # keep-last-2: step 10 pruned; nothing else left behind
-    assert sorted(os.listdir(root)) == [fmt.LATEST_NAME, "step-00000020", "step-00000030"]
-    assert (root / fmt.LATEST_NAME).read_text() == "step-00000030\n"
-    report = fmt.verify_root(str(root))
+    assert sorted(os.listdir(root)) == [checkpoint_format.LATEST_NAME, "step-00000020", "step-00000030"]
+    assert (root / checkpoint_format.LATEST_NAME).read_text() == "step-00000030\n"
+    report = checkpoint_format.verify_root(str(root))
     assert [c.step for c in report.checkpoints] == [30, 20] and not report.corrupt
     newest = report.newest_valid
     assert newest is not None and newest.manifest is not None
@@ -170,11 +169,11 @@ def test_pruning_never_runs_before_the_new_checkpoint_verifies(tmp_path):
     finally:
         corrupting.close()
     assert corrupting.previous == writer.previous  # a later save chains to step 1, not to the bad step 2
-    report = fmt.verify_root(str(tmp_path))
+    report = checkpoint_format.verify_root(str(tmp_path))
     # step 1 survived (keep_last=1 would have pruned it), the corrupt step 2 was moved aside, not deleted
     assert [c.step for c in report.checkpoints] == [1] and report.checkpoints[0].valid
-    assert [fmt.parse_aside_dirname(pathlib.Path(p).name) for p in report.aside] == [
-        ("step-00000002", fmt.ASIDE_CORRUPT)
+    assert [checkpoint_format.parse_aside_dirname(pathlib.Path(p).name) for p in report.aside] == [
+        ("step-00000002", checkpoint_format.ASIDE_CORRUPT)
     ]
 
 
@@ -186,9 +185,9 @@ def test_pruning_moves_a_corrupt_old_checkpoint_aside_instead_of_deleting_it(tmp
         writer.save(2, {"a.pt": torch.ones(4)}, {})
     finally:
         writer.close()
-    report = fmt.verify_root(str(tmp_path))
+    report = checkpoint_format.verify_root(str(tmp_path))
     assert [c.step for c in report.checkpoints] == [2]
-    assert [fmt.parse_aside_dirname(pathlib.Path(p).name)[0] for p in report.aside] == ["step-00000001"]
+    assert [checkpoint_format.parse_aside_dirname(pathlib.Path(p).name)[0] for p in report.aside] == ["step-00000001"]
 
 
 def test_verify_root_reports_chain_only_between_intact_neighbours(tmp_path):
@@ -199,9 +198,9 @@ def test_verify_root_reports_chain_only_between_intact_neighbours(tmp_path):
     finally:
         writer.close()
     # damage the middle checkpoint's manifest: it is corrupt, and 3's link to it is not judged by it
-    manifest = tmp_path / "step-00000002" / fmt.MANIFEST_NAME
+    manifest = tmp_path / "step-00000002" / checkpoint_format.MANIFEST_NAME
     manifest.write_text(manifest.read_text().replace('"run_id": "run-x"', '"run_id": "run-y"'))
-    report = fmt.verify_root(str(tmp_path))
+    report = checkpoint_format.verify_root(str(tmp_path))
     assert [(c.step, c.valid) for c in report.checkpoints] == [(3, True), (2, False), (1, True)]
     assert any("manifest.json: sha256 mismatch" in e for e in report.checkpoints[1].errors)
 
@@ -247,5 +246,51 @@ def test_journal_drops_torn_lines_and_truncates_to_the_resumed_step(tmp_path):
     assert [r["step"] for r in journal.read_records(str(path))] == [1, 2, 3, 4, 5]
 
 
-def test_format_module_is_the_collections_file():
-    assert pathlib.Path(fmt.__file__).resolve() == ROOT / "plugins" / "module_utils" / "_checkpoint_format.py"
+@pytest.mark.parametrize(
+    ("module", "collection_name"), [(checkpoint_format, "_checkpoint_format.py"), (run_layout, "_run_layout.py")]
+)
+def test_the_collection_reads_the_packages_module(module, collection_name):
+    """One definition: the package's module is a regular file, and the collection's module_utils file is a
+    relative symlink to it (so a built collection keeps the link, and a copy of training/ has the file)."""
+    packaged = pathlib.Path(module.__file__)
+    assert packaged.resolve() == ROOT / "training" / "trainops_train" / packaged.name
+    assert packaged.is_file() and not packaged.is_symlink()
+    shared = ROOT / "plugins" / "module_utils" / collection_name
+    assert shared.is_symlink() and not os.path.isabs(os.readlink(shared))
+    assert shared.resolve() == packaged.resolve()
+
+
+def test_run_layout_names_every_pod_side_path():
+    layout = run_layout.RunLayout.for_run("/durable", "run42")
+    assert layout == run_layout.RunLayout.from_run_dir("/durable/trainops/run42")
+    assert (layout.src, layout.ckpt, layout.logs) == (
+        "/durable/trainops/run42/src",
+        "/durable/trainops/run42/ckpt",
+        "/durable/trainops/run42/logs",
+    )
+    assert (layout.metrics, layout.events, layout.result) == (
+        "/durable/trainops/run42/logs/metrics.jsonl",
+        "/durable/trainops/run42/logs/events.jsonl",
+        "/durable/trainops/run42/logs/result.json",
+    )
+    assert layout.job_dir("train") == "/durable/trainops/run42/job/train"
+    assert [layout.job_file("train", name) for name in run_layout.JOB_FILE_NAMES] == [
+        f"/durable/trainops/run42/job/train/{name}"
+        for name in ("pid", "output.log", "exit_code", "started_at", "ended_at", "telemetry.jsonl")
+    ]
+    assert run_layout.cache_dir("/durable") == "/durable/cache"
+    for bad in ("", ".", "..", "a/b"):
+        with pytest.raises(ValueError):
+            run_layout.RunLayout.for_run("/durable", bad)
+        with pytest.raises(ValueError):
+            layout.job_dir(bad)
+    with pytest.raises(ValueError):
+        layout.job_file("train", "secrets")
+    assert {code: run_layout.status_for_exit(code) for code in (0, 1, 2, 75, 3, -9)} == {
+        0: "finished",
+        1: "failed",
+        2: "refused",
+        75: "interrupted",
+        3: "failed",
+        -9: "failed",
+    }

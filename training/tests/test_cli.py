@@ -24,9 +24,8 @@ from trainer_harness import (
     wait_for,
     write_config,
 )
-from trainops_train import cadence
+from trainops_train import cadence, checkpoint_format
 from trainops_train import config as config_lib
-from trainops_train._format import fmt
 from trainops_train.trainer import StepRecord, Trainer
 
 EXIT_USAGE = 2
@@ -69,12 +68,16 @@ def test_resume_under_a_changed_config_is_refused_unless_allowed(tmp_path, refer
         "resume",
     ]
     assert journal(run_dir)[:120] == journal(pristine) and len(journal(run_dir)) == 140
-    newest = fmt.verify_root(str(run_dir / "ckpt")).newest_valid
+    newest = checkpoint_format.verify_root(str(run_dir / "ckpt")).newest_valid
     assert (
         newest is not None
         and newest.step == 140
         and newest.manifest["config_hash"]
-        != (fmt.verify_checkpoint(str(pristine / "ckpt" / fmt.step_dirname(120))).manifest["config_hash"])
+        != (
+            checkpoint_format.verify_checkpoint(str(pristine / "ckpt" / checkpoint_format.step_dirname(120))).manifest[
+                "config_hash"
+            ]
+        )
     )
 
 
@@ -93,7 +96,7 @@ def test_a_second_trainer_on_the_same_run_is_refused(tmp_path):
     assert rc == EXIT_INTERRUPTED, process_log(run_dir)
     status = result(run_dir)
     assert status["status"] == "interrupted" and status["signal"] == "SIGTERM"
-    newest = fmt.verify_root(str(run_dir / "ckpt")).newest_valid
+    newest = checkpoint_format.verify_root(str(run_dir / "ckpt")).newest_valid
     assert newest is not None and newest.step == status["step"]
 
 

@@ -14,28 +14,27 @@ import sys
 
 import pytest
 from trainer_harness import ROOT, events, journal, process_log, result, run_trainer, write_config
-from trainops_train import resume
-from trainops_train._format import fmt
+from trainops_train import checkpoint_format, resume
 
 CONFIG = {"steps": 120, "checkpoint": {"every_steps": 20, "keep_last": 3}}
-NEWEST = fmt.step_dirname(120)
+NEWEST = checkpoint_format.step_dirname(120)
 PREVIOUS_STEP = 100
 
 
 def _rewrite_sums_and_manifest(directory: pathlib.Path, mutate_manifest=None) -> None:
     """Re-hash a checkpoint after its payload changed, so it is self-consistent (as if written so)."""
-    manifest = json.loads((directory / fmt.MANIFEST_NAME).read_text())
+    manifest = json.loads((directory / checkpoint_format.MANIFEST_NAME).read_text())
     hashes = {}
     for name in manifest["files"]:
-        digest, size = fmt.sha256_file(str(directory / name))
+        digest, size = checkpoint_format.sha256_file(str(directory / name))
         manifest["files"][name] = {"size": size, "sha256": digest}
         hashes[name] = digest
     if mutate_manifest:
         mutate_manifest(manifest)
-    data = fmt.manifest_bytes(manifest)
-    (directory / fmt.MANIFEST_NAME).write_bytes(data)
-    hashes[fmt.MANIFEST_NAME] = hashlib.sha256(data).hexdigest()
-    (directory / fmt.SUMS_NAME).write_text(fmt.format_sums(hashes))
+    data = checkpoint_format.manifest_bytes(manifest)
+    (directory / checkpoint_format.MANIFEST_NAME).write_bytes(data)
+    hashes[checkpoint_format.MANIFEST_NAME] = hashlib.sha256(data).hexdigest()
+    (directory / checkpoint_format.SUMS_NAME).write_text(checkpoint_format.format_sums(hashes))
 
 
 def flipped_byte(ckpt: pathlib.Path) -> pathlib.Path:
@@ -53,12 +52,12 @@ def truncated_file(ckpt: pathlib.Path) -> pathlib.Path:
 
 
 def missing_sums(ckpt: pathlib.Path) -> pathlib.Path:
-    (ckpt / NEWEST / fmt.SUMS_NAME).unlink()
+    (ckpt / NEWEST / checkpoint_format.SUMS_NAME).unlink()
     return ckpt / NEWEST
 
 
 def missing_manifest(ckpt: pathlib.Path) -> pathlib.Path:
-    (ckpt / NEWEST / fmt.MANIFEST_NAME).unlink()
+    (ckpt / NEWEST / checkpoint_format.MANIFEST_NAME).unlink()
     return ckpt / NEWEST
 
 
@@ -70,10 +69,10 @@ def empty_directory(ckpt: pathlib.Path) -> pathlib.Path:
 
 def stray_temp_directory(ckpt: pathlib.Path) -> pathlib.Path:
     """What a save killed before its commit leaves: a temporary directory, no step-N."""
-    temp = ckpt / fmt.temp_dirname(120, 4242, "beef")
+    temp = ckpt / checkpoint_format.temp_dirname(120, 4242, "beef")
     (ckpt / NEWEST).rename(temp)
-    (temp / fmt.SUMS_NAME).unlink()
-    (ckpt / fmt.LATEST_NAME).write_text(NEWEST + "\n")
+    (temp / checkpoint_format.SUMS_NAME).unlink()
+    (ckpt / checkpoint_format.LATEST_NAME).write_text(NEWEST + "\n")
     return temp
 
 
@@ -205,49 +204,46 @@ PLAYBOOK = """
 """
 
 
-def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
-    roots = {}
-    for case in CASES:
-        run_dir, _damaged = _damaged_copy(pristine, tmp_path, case)
-        roots[case] = run_dir / "ckpt"
-    quarantine_run = tmp_path / "quarantine"
-    shutil.copytree(pristine, quarantine_run)
-    flipped_byte(quarantine_run / "ckpt")
-    quarantine_root = quarantine_run / "ckpt"
-    locked_run = tmp_path / "locked"
-    shutil.copytree(pristine, locked_run)
-    flipped_byte(locked_run / "ckpt")
-    locked_root = locked_run / "ckpt"
-    empty_root = tmp_path / "empty_root"
-    empty_root.mkdir()
-    # stand-ins for a target's interpreter: one that never answers, one without torch
-    hanging_python = tmp_path / "hanging-python"
-    hanging_python.write_text("#!/bin/sh\nexec sleep 60\n")
-    hanging_python.chmod(0o755)
-    killed_python = tmp_path / "killed-python"
-    killed_python.write_text("#!/bin/sh\nkill -9 $$\n")
-    killed_python.chmod(0o755)
-    python_without_torch = tmp_path / "python-without-torch"
-    python_without_torch.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
-    python_without_torch.chmod(0o755)
-    extra = {
-        "cases": [{"path": str(roots[case]), "load": CASES[case][2] or case == "flipped_byte"} for case in CASES],
-        "single": [str(pristine / "ckpt" / NEWEST), str(roots["truncated_file"] / NEWEST), str(pristine)],
-        "quarantine_root": str(quarantine_root),
-        "locked_root": str(locked_root),
-        "empty_root": str(empty_root),
-        "hanging_python": str(hanging_python),
-        "killed_python": str(killed_python),
-        "python_without_torch": str(python_without_torch),
-        "out": str(tmp_path / "out.json"),
-        # the "target host" is this machine; its Python has torch (needed for load: true)
-        "ansible_python_interpreter": sys.executable,
+def _stand_in_interpreters(directory: pathlib.Path) -> dict[str, str]:
+    """Stand-ins for a target's interpreter: one that never answers, one killed at once, one without torch."""
+    scripts = {
+        "hanging_python": "#!/bin/sh\nexec sleep 60\n",
+        "killed_python": "#!/bin/sh\nkill -9 $$\n",
+        "python_without_torch": f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n',
     }
+    paths = {}
+    for name, script in scripts.items():
+        path = directory / name.replace("_", "-")
+        path.write_text(script)
+        path.chmod(0o755)
+        paths[name] = str(path)
+    return paths
+
+
+def _damaged_roots(tmp_path: pathlib.Path, pristine: pathlib.Path) -> dict[str, pathlib.Path]:
+    """One damaged copy per case, and the roots of the quarantine, lock and failure tasks."""
+    roots = {case: _damaged_copy(pristine, tmp_path, case)[0] / "ckpt" for case in CASES}
+    for name in ("quarantine", "locked"):
+        shutil.copytree(pristine, tmp_path / name)
+        flipped_byte(tmp_path / name / "ckpt")
+        roots[name] = tmp_path / name / "ckpt"
+    # what a trainer killed while pruning leaves: reported as deleting, never valid, never moved
+    roots["deleting"] = roots["quarantine"] / checkpoint_format.deleting_dirname(60, "ab12")
+    shutil.copytree(pristine / "ckpt" / checkpoint_format.step_dirname(PREVIOUS_STEP), roots["deleting"])
+    roots["empty"] = tmp_path / "empty_root"
+    roots["empty"].mkdir()
+    return roots
+
+
+def _run_verify_playbook(tmp_path: pathlib.Path, extra: dict, locked_root: pathlib.Path) -> dict:
+    """Run PLAYBOOK with `extra` as its variables while this process holds locked_root's writer lock (as a
+    running trainer would); returns what the module returned to each task."""
+    extra = {**extra, "out": str(tmp_path / "out.json"), "ansible_python_interpreter": sys.executable}
+    # the "target host" is this machine; its Python has torch (needed for load: true)
     (tmp_path / "vars.json").write_text(json.dumps(extra))
     (tmp_path / "verify.yml").write_text(PLAYBOOK)
     playbook_bin = str(pathlib.Path(sys.executable).with_name("ansible-playbook"))
     command = [playbook_bin, "-i", "localhost,", "-c", "local", str(tmp_path / "verify.yml")]
-    # this process stands for a trainer running on locked_root for the whole playbook
     lock_fd = resume.lock_root(str(locked_root))
     try:
         completed = subprocess.run(
@@ -261,17 +257,20 @@ def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
     finally:
         os.close(lock_fd)
     assert completed.returncode == 0, completed.stdout[-6000:] + completed.stderr[-3000:]
-    out = json.loads((tmp_path / "out.json").read_text())
+    return json.loads((tmp_path / "out.json").read_text())
 
-    for case, returned in zip(CASES, out["verified"], strict=True):
+
+def _check_damage_cases(verified: list[dict], roots: dict[str, pathlib.Path]) -> None:
+    for case, returned in zip(CASES, verified, strict=True):
         expected_error = CASES[case][1]
         assert returned["kind"] == "root", case
         assert returned["valid"] is True and returned["changed"] is False, case
         assert returned["newest_valid_step"] == PREVIOUS_STEP, (case, returned["corrupt"])
-        assert returned["newest_valid_path"] == str(roots[case] / fmt.step_dirname(PREVIOUS_STEP))
+        assert returned["newest_valid_path"] == str(roots[case] / checkpoint_format.step_dirname(PREVIOUS_STEP))
+        assert returned["deleting"] == [] and returned["unverified"] == [], case
         if expected_error is None:  # the stray temporary directory: reported, not a checkpoint
             assert returned["corrupt"] == [], case
-            assert returned["stray_temp"] == [str(roots[case] / fmt.temp_dirname(120, 4242, "beef"))]
+            assert returned["stray_temp"] == [str(roots[case] / checkpoint_format.temp_dirname(120, 4242, "beef"))]
             assert returned["latest_hint"] == NEWEST  # a hint naming a checkpoint that does not exist
         else:
             assert [c["step"] for c in returned["corrupt"]] == [120], (case, returned["corrupt"])
@@ -281,26 +280,47 @@ def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
         # nothing was moved: verification alone changes nothing
         assert (roots[case] / NEWEST).exists() or case == "stray_temp_directory"
 
+
+def _check_quarantine(out: dict, roots: dict[str, pathlib.Path]) -> None:
+    quarantine_root, locked_root = roots["quarantine"], roots["locked"]
+    check, real, again = out["quarantine_check"], out["quarantine_real"], out["quarantine_again"]
+    assert check["changed"] is True and check["quarantined"][0]["path"] == str(quarantine_root / NEWEST)
+    assert real["changed"] is True and len(real["quarantined"]) == 1
+    assert real["deleting"] == [str(roots["deleting"])] and real["unverified"] == []
+    moved_to = pathlib.Path(real["quarantined"][0]["moved_to"])
+    assert checkpoint_format.parse_aside_dirname(moved_to.name) == (NEWEST, checkpoint_format.ASIDE_CORRUPT)
+    assert moved_to.is_dir() and not (quarantine_root / NEWEST).exists()  # moved aside, not deleted
+    assert again["changed"] is False and again["quarantined"] == [] and str(moved_to) in again["aside"]
+    assert roots["deleting"].is_dir()  # reported, not moved
+    locked = out["quarantine_locked"]
+    assert locked["failed"] is True and "quarantine refused: a trainer holds" in locked["msg"], locked
+    assert str(locked_root / checkpoint_format.WRITER_LOCK_NAME) in locked["msg"] and (locked_root / NEWEST).is_dir()
+
+
+def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
+    roots = _damaged_roots(tmp_path, pristine)
+    interpreters = _stand_in_interpreters(tmp_path)
+    extra = {
+        "cases": [{"path": str(roots[case]), "load": CASES[case][2] or case == "flipped_byte"} for case in CASES],
+        "single": [str(pristine / "ckpt" / NEWEST), str(roots["truncated_file"] / NEWEST), str(pristine)],
+        "quarantine_root": str(roots["quarantine"]),
+        "locked_root": str(roots["locked"]),
+        "empty_root": str(roots["empty"]),
+        **interpreters,
+    }
+    out = _run_verify_playbook(tmp_path, extra, roots["locked"])
+
+    _check_damage_cases(out["verified"], roots)
     good, bad, run = out["single"]
     assert good["kind"] == "checkpoint" and good["valid"] and good["newest_valid_step"] == 120
     assert bad["kind"] == "checkpoint" and not bad["valid"] and bad["newest_valid_step"] is None
     assert run["kind"] == "root" and run["path"] == str(pristine / "ckpt") and run["newest_valid_step"] == 120
-
-    check, real, again = out["quarantine_check"], out["quarantine_real"], out["quarantine_again"]
-    assert check["changed"] is True and check["quarantined"][0]["path"] == str(quarantine_root / NEWEST)
-    assert real["changed"] is True and len(real["quarantined"]) == 1
-    moved_to = pathlib.Path(real["quarantined"][0]["moved_to"])
-    assert fmt.parse_aside_dirname(moved_to.name) == (NEWEST, fmt.ASIDE_CORRUPT)
-    assert moved_to.is_dir() and not (quarantine_root / NEWEST).exists()  # moved aside, not deleted
-    assert again["changed"] is False and again["quarantined"] == [] and str(moved_to) in again["aside"]
-    locked = out["quarantine_locked"]
-    assert locked["failed"] is True and "quarantine refused: a trainer holds" in locked["msg"], locked
-    assert str(locked_root / fmt.WRITER_LOCK_NAME) in locked["msg"] and (locked_root / NEWEST).is_dir()
+    _check_quarantine(out, roots)
     assert out["none_valid"]["failed"] is True and "no valid checkpoint" in out["none_valid"]["msg"]
     assert out["load_hangs"]["failed"] is True and "timed out after 1 seconds" in out["load_hangs"]["msg"]
     killed = out["load_killed"]
     assert killed["failed"] is True and "timed out" not in killed["msg"], killed["msg"]
-    assert f"with {killed_python} was killed by signal 9" in killed["msg"], killed["msg"]
+    assert f"with {interpreters['killed_python']} was killed by signal 9" in killed["msg"], killed["msg"]
     assert out["no_torch"]["failed"] is True and "cannot import it" in out["no_torch"]["msg"]
 
 
@@ -316,8 +336,8 @@ def test_trainer_falls_back_past_damage(tmp_path, pristine, case):
     aside = [event for event in log if event["event"] == "aside"]
     assert len(aside) == 1, aside
     moved = pathlib.Path(aside[0]["path"])
-    kind = fmt.ASIDE_PARTIAL if case == "stray_temp_directory" else fmt.ASIDE_CORRUPT
-    assert fmt.parse_aside_dirname(moved.name) == (damaged.name.lstrip("."), kind)
+    kind = checkpoint_format.ASIDE_PARTIAL if case == "stray_temp_directory" else checkpoint_format.ASIDE_CORRUPT
+    assert checkpoint_format.parse_aside_dirname(moved.name) == (damaged.name.lstrip("."), kind)
     # moved aside, not deleted; (a new step-120 is written again by the resumed run)
     assert moved.is_dir() and (case != "stray_temp_directory" or not damaged.exists())
     if CASES[case][1] is not None:
@@ -325,5 +345,5 @@ def test_trainer_falls_back_past_damage(tmp_path, pristine, case):
     # the fallback recomputed the lost steps exactly
     assert journal(run_dir) == journal(pristine)
     assert result(run_dir)["weights_sha256"] == result(pristine)["weights_sha256"]
-    report = fmt.verify_root(str(run_dir / "ckpt"))
+    report = checkpoint_format.verify_root(str(run_dir / "ckpt"))
     assert report.newest_valid is not None and report.newest_valid.step == 120 and not report.corrupt

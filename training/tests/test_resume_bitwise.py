@@ -22,7 +22,7 @@ from trainer_harness import (
     wait_for,
     write_config,
 )
-from trainops_train._format import fmt
+from trainops_train import checkpoint_format
 
 # Steps of a few milliseconds, so that a random step can be hit by a signal from outside.
 CONFIG = {"steps": 240, "model": {"hidden_dim": 192, "depth": 3}, "checkpoint": {"every_steps": 25, "keep_last": 2}}
@@ -58,11 +58,13 @@ def test_interrupted_runs_resume_bitwise(tmp_path, reference_runs, nproc, sig):
     expected_resumes = 0
     for _interruption in range(INTERRUPTIONS):
         target = chooser.randrange(low, low + 70)
-        newest_before = fmt.verify_root(str(run_dir / "ckpt")).newest_valid if (run_dir / "ckpt").exists() else None
+        newest_before = (
+            checkpoint_format.verify_root(str(run_dir / "ckpt")).newest_valid if (run_dir / "ckpt").exists() else None
+        )
         process = start_trainer(config, run_dir, nproc)
         _interrupt_at(process, run_dir, target, sig)
         rc = process.returncode
-        report = fmt.verify_root(str(run_dir / "ckpt"))
+        report = checkpoint_format.verify_root(str(run_dir / "ckpt"))
         assert not report.corrupt, f"{context}: corrupt checkpoint after interruption: {report.to_dict()}"
         newest = report.newest_valid
         if sig == signal.SIGTERM:
@@ -83,7 +85,7 @@ def test_interrupted_runs_resume_bitwise(tmp_path, reference_runs, nproc, sig):
         # the next interruption comes after the first checkpoint, so at least one life really resumes
         low = max(target, newest.step if newest else 0, CONFIG["checkpoint"]["every_steps"]) + 10
 
-    final_start = fmt.verify_root(str(run_dir / "ckpt")).newest_valid
+    final_start = checkpoint_format.verify_root(str(run_dir / "ckpt")).newest_valid
     assert final_start is not None and final_start.step > 0, f"{context}: no checkpoint to resume from"
     rc = run_trainer(config, run_dir, nproc)
     assert rc == 0, f"{context}:\n{process_log(run_dir)}"
@@ -94,5 +96,5 @@ def test_interrupted_runs_resume_bitwise(tmp_path, reference_runs, nproc, sig):
     assert journal(run_dir) == journal(reference), f"{context}: metrics journal differs from the reference run"
     assert len(journal(run_dir)) == CONFIG["steps"]
     assert result(run_dir)["weights_sha256"] == result(reference)["weights_sha256"], context
-    for checkpoint in fmt.verify_root(str(run_dir / "ckpt")).checkpoints:
+    for checkpoint in checkpoint_format.verify_root(str(run_dir / "ckpt")).checkpoints:
         assert checkpoint.valid, checkpoint.errors

@@ -1,6 +1,6 @@
 """Writing checkpoints: hash while writing, atomic directory commit, keep-last-k pruning.
 
-Names, layout, SHA256SUMS and manifest come from the shared format definition (`_format.fmt`); this
+Names, layout, SHA256SUMS and manifest come from the shared format definition (`checkpoint_format`); this
 module only adds the write path. A save:
 
 1. writes every payload into `.tmp-step-N-<pid>-<hex>/`, hashing each chunk as it goes out (the hash of
@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from ._format import fmt
+from . import checkpoint_format
 
 # Chunks at least this large are hashed on the worker thread while being written.
 PARALLEL_HASH_BYTES = 1 << 20
@@ -163,7 +163,7 @@ def replace_text_atomically(path: str, text: str) -> None:
     temp = f"{path}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     write_bytes(temp, text.encode("utf-8"))
     os.replace(temp, path)
-    fmt.fsync_dir(os.path.dirname(os.path.abspath(path)))
+    checkpoint_format.fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,7 +178,7 @@ class SavedCheckpoint:
 EventSink = Callable[..., None]
 
 
-def _no_events(_event: str, **_fields: Any) -> None:
+def drop_events(_event: str, **_fields: Any) -> None:
     """Default event sink: drop."""
 
 
@@ -194,7 +194,7 @@ class CheckpointWriter:
         world_size: int,
         keep_last: int,
         previous: tuple[int, str] | None = None,
-        events: EventSink = _no_events,
+        events: EventSink = drop_events,
     ) -> None:
         if keep_last < 1:
             raise ValueError("keep_last must be >= 1")
@@ -215,16 +215,16 @@ class CheckpointWriter:
         """Write and atomically commit step `step`; no verification or pruning (see save)."""
         started = time.monotonic()
         os.makedirs(self.root, exist_ok=True)
-        final = os.path.join(self.root, fmt.step_dirname(step))
+        final = os.path.join(self.root, checkpoint_format.step_dirname(step))
         if os.path.lexists(final):
             raise CheckpointSaveError(f"{final} already exists: refusing to overwrite a committed checkpoint")
         for name in payloads:
-            if not fmt.is_payload_name(name):
+            if not checkpoint_format.is_payload_name(name):
                 raise CheckpointSaveError(f"payload name {name!r} is not allowed by the checkpoint format")
-        temp = os.path.join(self.root, fmt.temp_dirname(step, os.getpid(), secrets.token_hex(4)))
+        temp = os.path.join(self.root, checkpoint_format.temp_dirname(step, os.getpid(), secrets.token_hex(4)))
         os.mkdir(temp)
         files = {name: save_payload(os.path.join(temp, name), obj, self._pool) for name, obj in payloads.items()}
-        manifest = fmt.build_manifest(
+        manifest = checkpoint_format.build_manifest(
             step=step,
             run_id=self.run_id,
             config_hash=self.config_hash,
@@ -235,15 +235,21 @@ class CheckpointWriter:
             previous_step=self.previous[0] if self.previous else None,
             previous_manifest_sha256=self.previous[1] if self.previous else None,
         )
-        manifest_sha = write_bytes(os.path.join(temp, fmt.MANIFEST_NAME), fmt.manifest_bytes(manifest))
+        manifest_sha = write_bytes(
+            os.path.join(temp, checkpoint_format.MANIFEST_NAME), checkpoint_format.manifest_bytes(manifest)
+        )
         sums = {name: entry["sha256"] for name, entry in files.items()}
-        sums[fmt.MANIFEST_NAME] = manifest_sha
-        write_bytes(os.path.join(temp, fmt.SUMS_NAME), fmt.format_sums(sums).encode("utf-8"))
-        fmt.fsync_dir(temp)
+        sums[checkpoint_format.MANIFEST_NAME] = manifest_sha
+        write_bytes(
+            os.path.join(temp, checkpoint_format.SUMS_NAME), checkpoint_format.format_sums(sums).encode("utf-8")
+        )
+        checkpoint_format.fsync_dir(temp)
         os.rename(temp, final)
-        fmt.fsync_dir(self.root)
+        checkpoint_format.fsync_dir(self.root)
         self.previous = (step, manifest_sha)
-        replace_text_atomically(os.path.join(self.root, fmt.LATEST_NAME), fmt.step_dirname(step) + "\n")
+        replace_text_atomically(
+            os.path.join(self.root, checkpoint_format.LATEST_NAME), checkpoint_format.step_dirname(step) + "\n"
+        )
         total = sum(entry["size"] for entry in files.values())
         return SavedCheckpoint(step, final, manifest_sha, total, time.monotonic() - started)
 
@@ -251,10 +257,10 @@ class CheckpointWriter:
         """Commit, verify the committed checkpoint by reading it back, then prune to keep_last."""
         chained_to = self.previous
         saved = self.commit(step, payloads, captured)
-        report = fmt.verify_checkpoint(saved.path)
+        report = checkpoint_format.verify_checkpoint(saved.path)
         if not report.valid:
             self.previous = chained_to  # the next save chains to the last good checkpoint, not this one
-            aside = fmt.move_aside(saved.path, fmt.ASIDE_CORRUPT)
+            aside = checkpoint_format.move_aside(saved.path, checkpoint_format.ASIDE_CORRUPT)
             self._events("aside", path=aside, reason="; ".join(report.errors))
             raise CheckpointSaveError(f"checkpoint {saved.path} failed verification after commit: {report.errors}")
         self.prune(keep_step=step)
@@ -267,20 +273,21 @@ class CheckpointWriter:
         because corrupt checkpoints are evidence and are never deleted.
         """
         steps = sorted(
-            (step for step in map(fmt.parse_step_dirname, os.listdir(self.root)) if step is not None), reverse=True
+            (step for step in map(checkpoint_format.parse_step_dirname, os.listdir(self.root)) if step is not None),
+            reverse=True,
         )
         older = [step for step in steps if step < keep_step]
         removed = []
         for step in older[self.keep_last - 1 :]:
-            path = os.path.join(self.root, fmt.step_dirname(step))
-            report = fmt.verify_checkpoint(path)
+            path = os.path.join(self.root, checkpoint_format.step_dirname(step))
+            report = checkpoint_format.verify_checkpoint(path)
             if not report.valid:
-                aside = fmt.move_aside(path, fmt.ASIDE_CORRUPT)
+                aside = checkpoint_format.move_aside(path, checkpoint_format.ASIDE_CORRUPT)
                 self._events("aside", path=aside, reason="; ".join(report.errors))
                 continue
-            doomed = os.path.join(self.root, fmt.deleting_dirname(step, secrets.token_hex(4)))
+            doomed = os.path.join(self.root, checkpoint_format.deleting_dirname(step, secrets.token_hex(4)))
             os.rename(path, doomed)
-            fmt.fsync_dir(self.root)
+            checkpoint_format.fsync_dir(self.root)
             shutil.rmtree(doomed)
             removed.append(path)
             self._events("prune", path=path)

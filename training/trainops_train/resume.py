@@ -10,10 +10,10 @@ from typing import Any
 
 import torch
 
-from ._format import fmt
+from . import checkpoint_format
 from .checkpoint_writer import EventSink
 
-LOCK_NAME = fmt.WRITER_LOCK_NAME
+LOCK_NAME = checkpoint_format.WRITER_LOCK_NAME
 
 
 class ResumeRefused(RuntimeError):
@@ -50,10 +50,10 @@ def tidy_root(root: str, events: EventSink) -> None:
     interrupted prunes finished. Only call while holding the root's writer lock."""
     for name in sorted(os.listdir(root)):
         path = os.path.join(root, name)
-        if fmt.parse_temp_dirname(name) is not None:
-            aside = fmt.move_aside(path, fmt.ASIDE_PARTIAL)
+        if checkpoint_format.parse_temp_dirname(name) is not None:
+            aside = checkpoint_format.move_aside(path, checkpoint_format.ASIDE_PARTIAL)
             events("aside", path=aside, reason="partial save (temporary directory left by an interrupted save)")
-        elif fmt.parse_deleting_dirname(name) is not None:
+        elif checkpoint_format.parse_deleting_dirname(name) is not None:
             shutil.rmtree(path)
             events("prune_finished", path=path)
 
@@ -72,24 +72,38 @@ def _load_payloads(path: str, manifest: dict[str, Any], device: torch.device) ->
     return payloads
 
 
+def load_verified(report: checkpoint_format.CheckpointReport, device: torch.device) -> LoadedCheckpoint:
+    """Load every payload of a checkpoint that verified; raises PayloadLoadError when one does not load.
+    The one way every rank loads a checkpoint."""
+    assert report.manifest is not None and report.manifest_sha256 is not None and report.step is not None
+    payloads = _load_payloads(report.path, report.manifest, device)
+    return LoadedCheckpoint(report.step, report.path, report.manifest, report.manifest_sha256, payloads)
+
+
+def load_chosen(path: str, device: torch.device) -> LoadedCheckpoint:
+    """Load the checkpoint rank 0 chose (the other ranks). Rank 0 verified it in full; here its
+    structure, sizes and manifest are checked again without hashing, then it loads like rank 0's."""
+    report = checkpoint_format.verify_checkpoint(path, hash_files=False)
+    if not report.valid:
+        raise PayloadLoadError(f"{path} no longer verifies: {'; '.join(report.errors)}")
+    return load_verified(report, device)
+
+
 def load_newest_valid(root: str, device: torch.device, events: EventSink) -> LoadedCheckpoint | None:
     """Verify newest first; move every corrupt or unloadable checkpoint newer than the chosen one aside."""
     while True:
-        report = fmt.verify_root(root, stop_at_first_valid=True)
+        report = checkpoint_format.verify_root(root, stop_at_first_valid=True)
         for corrupt in report.corrupt:
-            aside = fmt.move_aside(corrupt.path, fmt.ASIDE_CORRUPT)
+            aside = checkpoint_format.move_aside(corrupt.path, checkpoint_format.ASIDE_CORRUPT)
             events("aside", path=aside, step=corrupt.step, reason="; ".join(corrupt.errors))
         newest = report.newest_valid
         if newest is None:
             return None
-        assert newest.manifest is not None and newest.manifest_sha256 is not None and newest.step is not None
         try:
-            payloads = _load_payloads(newest.path, newest.manifest, device)
+            return load_verified(newest, device)
         except PayloadLoadError as exc:
-            aside = fmt.move_aside(newest.path, fmt.ASIDE_CORRUPT)
+            aside = checkpoint_format.move_aside(newest.path, checkpoint_format.ASIDE_CORRUPT)
             events("aside", path=aside, step=newest.step, reason=f"verified but did not load: {exc}")
-            continue
-        return LoadedCheckpoint(newest.step, newest.path, newest.manifest, newest.manifest_sha256, payloads)
 
 
 def check_compatible(manifest: dict[str, Any], config_hash: str, world_size: int, allow_change: bool) -> list[str]:

@@ -1,18 +1,11 @@
-"""Exit statuses and the stop flag: standard library only, so that train.py can install the SIGTERM/SIGINT
-handlers before torch is imported (a preemption during the seconds of import is then still graceful)."""
+"""The stop flag: standard library only, so that train.py can install the SIGTERM/SIGINT handlers before
+torch is imported (a preemption during the seconds of import is then still graceful). The exit statuses
+a stop leads to are the run layout's (run_layout.py)."""
 
 from __future__ import annotations
 
 import signal
 import threading
-
-# Exit statuses of `python -m trainops_train.train` (each rank under torchrun).
-EXIT_FINISHED = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2  # bad config or arguments, resume refused, run directory locked: nothing was trained
-EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: stopped by SIGTERM/SIGINT after writing a checkpoint; run again to resume
-
-STATUS_BY_EXIT = {EXIT_FINISHED: "finished", EXIT_INTERRUPTED: "interrupted", EXIT_USAGE: "refused"}
 
 
 class StopFlag:

@@ -19,7 +19,8 @@ import sys
 import traceback
 
 from . import config as config_lib
-from .signals import EXIT_FAILED, EXIT_USAGE, StopFlag
+from .run_layout import EXIT_FAILED, EXIT_USAGE
+from .signals import StopFlag
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -1,16 +1,15 @@
-"""The training loop: deterministic, resumable bit for bit, DDP-aware, checkpointing through the writer."""
+"""The training loop: deterministic, resumable bit for bit, DDP-aware, checkpointing through the Checkpointer."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import datetime
-import importlib
 import json
 import math
 import os
+import pkgutil
 import random
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,14 +20,22 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from . import checkpoint_format, journal, resume, rng
 from . import config as config_lib
-from . import journal, resume, rng
-from ._format import fmt
-from .cadence import CheckpointCadence
-from .checkpoint_writer import CheckpointWriter, replace_text_atomically
+from .checkpoint_writer import EventSink, drop_events, replace_text_atomically
+from .checkpointer import Checkpointer, RunIdentity, TrainState
 from .data import DataPosition, ShardedSampler, make_dataset
 from .model import build_model, weights_sha256
-from .signals import EXIT_FAILED, EXIT_FINISHED, EXIT_INTERRUPTED, EXIT_USAGE, STATUS_BY_EXIT, StopFlag
+from .run_layout import (
+    EXIT_FAILED,
+    EXIT_FINISHED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    STATUS_REFUSED,
+    RunLayout,
+    status_for_exit,
+)
+from .signals import StopFlag
 
 __all__ = [
     "EXIT_FAILED",
@@ -70,66 +77,15 @@ class RunResult:
     checkpoint: str | None
 
 
-@dataclasses.dataclass(frozen=True)
-class RunLayout:
-    """Where a run keeps its files (the pod-side layout: <durable>/trainops/<run_id>/)."""
-
-    run_dir: str
-
-    @property
-    def ckpt_root(self) -> str:
-        return os.path.join(self.run_dir, fmt.CKPT_DIRNAME)
-
-    @property
-    def metrics(self) -> str:
-        return os.path.join(self.run_dir, "logs", "metrics.jsonl")
-
-    @property
-    def events(self) -> str:
-        return os.path.join(self.run_dir, "logs", "events.jsonl")
-
-    @property
-    def result(self) -> str:
-        return os.path.join(self.run_dir, "logs", "result.json")
-
-
 def load_hooks(specs: Sequence[str]) -> list[TelemetryHook]:
     """Resolve 'module:callable' strings from the config into callables."""
     hooks = []
     for spec in specs:
-        module_name, _sep, attribute = spec.partition(":")
-        hook = getattr(importlib.import_module(module_name), attribute)
+        hook = pkgutil.resolve_name(spec)
         if not callable(hook):
             raise config_lib.ConfigError(f"telemetry hook {spec!r} is not callable")
         hooks.append(hook)
     return hooks
-
-
-def source_identity() -> dict[str, Any]:
-    """Which code wrote a checkpoint: $TRAINOPS_SOURCE_COMMIT (set by the sync role) or git, when present."""
-    identity: dict[str, Any] = {"package": "trainops_train"}
-    commit = os.environ.get("TRAINOPS_SOURCE_COMMIT")
-    if commit:
-        identity["commit"] = commit
-        return identity
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        head = subprocess.run(
-            ["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=False
-        )
-        if head.returncode == 0:
-            identity["commit"] = head.stdout.strip()
-            dirty = subprocess.run(
-                ["git", "-C", here, "status", "--porcelain", "--", "."],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=False,
-            )
-            identity["dirty"] = bool(dirty.stdout.strip()) if dirty.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired):
-        pass
-    return identity
 
 
 def _lr_factor(optim: config_lib.OptimConfig, total_steps: int) -> Callable[[int], float]:
@@ -153,7 +109,7 @@ def _pick_device(setting: str, local_rank: int) -> torch.device:
 
 def _write_result(layout: RunLayout, result: RunResult, signal_name: str | None, reason: str | None = None) -> None:
     record = {
-        "status": STATUS_BY_EXIT.get(result.exit_code, "failed"),
+        "status": status_for_exit(result.exit_code),
         "exit_code": result.exit_code,
         "step": result.step,
         "weights_sha256": result.weights_sha256,
@@ -170,7 +126,36 @@ def _clear_result(layout: RunLayout) -> None:
     SIGKILL writes nothing), and a stale 'interrupted' or 'finished' must not be read as this life's."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(layout.result)
-        fmt.fsync_dir(os.path.dirname(layout.result))
+        checkpoint_format.fsync_dir(os.path.dirname(layout.result))
+
+
+def _fresh_state(config: config_lib.TrainConfig, model: nn.Module) -> TrainState:
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.optim.lr, weight_decay=config.optim.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_factor(config.optim, config.steps))
+    position = DataPosition(epoch=0, index=0, sampler_seed=config.seed + _SAMPLER_SEED_OFFSET)
+    return TrainState(model, optimizer, scheduler, position)
+
+
+def _move_to(state: TrainState, device: torch.device) -> None:
+    state.model.to(device)
+    # AdamW state loaded before the move follows the parameters' device lazily; move it explicitly.
+    for slot in state.optimizer.state.values():
+        for key, value in slot.items():
+            if isinstance(value, torch.Tensor) and key != "step":
+                slot[key] = value.to(device)
+
+
+def _metrics_record(record: StepRecord) -> dict[str, Any]:
+    """The metrics journal's line for one step: loss and lr as repr and float.hex, both exact."""
+    return {
+        "step": record.step,
+        "loss": repr(record.loss),
+        "loss_hex": float.hex(record.loss),
+        "lr": repr(record.lr),
+        "lr_hex": float.hex(record.lr),
+        "wall_time": record.wall_time,
+        "elapsed_s": record.elapsed_s,
+    }
 
 
 class Trainer:
@@ -185,7 +170,7 @@ class Trainer:
         allow_config_change: bool = False,
     ) -> None:
         self.config = config
-        self.layout = RunLayout(os.path.abspath(run_dir))
+        self.layout = RunLayout.from_run_dir(os.path.abspath(run_dir))
         self.stop = stop or StopFlag()
         self.hooks = list(hooks) + load_hooks(config.telemetry_hooks)
         self.allow_config_change = allow_config_change or config.allow_config_change
@@ -193,6 +178,7 @@ class Trainer:
         self.rank = int(os.environ.get("RANK", "0"))
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.config_hash = config_lib.config_hash(config)
+        self._lock_fd: int | None = None  # rank 0's hold on the run (the checkpoint root's writer lock)
 
     # --------------------------------------------------------------------------------- setup
 
@@ -222,232 +208,167 @@ class Trainer:
     def run(self) -> RunResult:
         device = self._setup_process()
         events = journal.EventLog(self.layout.events) if self.rank == 0 else None
-
-        def emit(event: str, **fields: Any) -> None:
-            if events is not None:
-                events(event, **fields)
-
-        lock_fd = None
-        loaded: resume.LoadedCheckpoint | None = None
-
-        def record_failure(exit_code: int, reason: str) -> None:
-            """result.json for a life that ended refused or failed (rank 0, only while it holds the run)."""
-            if lock_fd is not None:  # RootLocked: the run directory belongs to another trainer
-                step = loaded.step if loaded is not None else 0
-                _write_result(self.layout, RunResult(exit_code, step, None, None), self.stop.signal_name, reason)
-
+        emit: EventSink = events if events is not None else drop_events
         try:
             emit("start", rank=self.rank, world_size=self.world_size, config_hash=self.config_hash)
-            failure: tuple[str, str] | None = None
-            if self.rank == 0:
-                try:
-                    lock_fd = resume.lock_root(self.layout.ckpt_root)
-                    _clear_result(self.layout)
-                    resume.tidy_root(self.layout.ckpt_root, emit)
-                    loaded = resume.load_newest_valid(self.layout.ckpt_root, torch.device("cpu"), emit)
-                    if loaded is not None:
-                        differences = resume.check_compatible(
-                            loaded.manifest, self.config_hash, self.world_size, self.allow_config_change
-                        )
-                        if differences:
-                            emit("config_change_allowed", differences=differences)
-                except (resume.ResumeRefused, resume.RootLocked) as exc:
-                    failure = ("refused", str(exc))
-                except Exception as exc:  # the other ranks must hear of it rather than wait for a broadcast
-                    failure = ("error", f"resume failed: {type(exc).__name__}: {exc}")
-            # every rank loads the same committed checkpoint that rank 0 chose
-            failure, chosen = self._broadcast((failure, loaded.path if loaded else None))
-            if failure is not None:
-                kind, reason = failure
-                emit("refused" if kind == "refused" else "failed", reason=reason)
-                record_failure(EXIT_USAGE if kind == "refused" else EXIT_FAILED, reason)
-                raise resume.ResumeRefused(reason) if kind == "refused" else RuntimeError(reason)
-            if chosen is not None and self.rank != 0:
-                with open(os.path.join(chosen, fmt.MANIFEST_NAME), encoding="utf-8") as handle:
-                    manifest = json.load(handle)
-                payloads = {
-                    name: torch.load(os.path.join(chosen, name), map_location="cpu", weights_only=True)
-                    for name in sorted(manifest["files"])
-                }
-                loaded = resume.LoadedCheckpoint(manifest["step"], chosen, manifest, "", payloads)
+            loaded = self._resume(emit)
             try:
                 return self._train(device, loaded, emit)
             except Exception as exc:
-                record_failure(EXIT_FAILED, f"{type(exc).__name__}: {exc}")
+                self._record_failure(EXIT_FAILED, f"{type(exc).__name__}: {exc}", loaded)
                 raise
         finally:
             if events is not None:
                 events.close()
-            if lock_fd is not None:
-                os.close(lock_fd)
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
 
-    def _train(
-        self, device: torch.device, loaded: resume.LoadedCheckpoint | None, emit: Callable[..., None]
-    ) -> RunResult:
+    def _record_failure(self, exit_code: int, reason: str, loaded: resume.LoadedCheckpoint | None) -> None:
+        """result.json for a life that ended refused or failed (rank 0, only while it holds the run)."""
+        if self._lock_fd is not None:  # RootLocked: the run directory belongs to another trainer
+            step = loaded.step if loaded is not None else 0
+            _write_result(self.layout, RunResult(exit_code, step, None, None), self.stop.signal_name, reason)
+
+    def _resume(self, emit: EventSink) -> resume.LoadedCheckpoint | None:
+        """Rank 0 takes the run and chooses the checkpoint; every rank then loads that same checkpoint."""
+        loaded, failure = self._choose_checkpoint(emit) if self.rank == 0 else (None, None)
+        failure, chosen = self._broadcast((failure, loaded.path if loaded else None))
+        if failure is not None:
+            status, reason = failure
+            refused = status == STATUS_REFUSED
+            emit(status, reason=reason)
+            self._record_failure(EXIT_USAGE if refused else EXIT_FAILED, reason, loaded)
+            raise resume.ResumeRefused(reason) if refused else RuntimeError(reason)
+        if chosen is not None and self.rank != 0:
+            loaded = resume.load_chosen(chosen, torch.device("cpu"))
+        return loaded
+
+    def _choose_checkpoint(self, emit: EventSink) -> tuple[resume.LoadedCheckpoint | None, tuple[str, str] | None]:
+        """Rank 0: lock the run, tidy its checkpoint root, load the newest valid checkpoint. Returns it and
+        (status, reason) when this life must end here, which the other ranks must hear of rather than
+        wait for a broadcast."""
+        loaded = None
+        root = self.layout.ckpt
+        try:
+            self._lock_fd = resume.lock_root(root)
+            _clear_result(self.layout)
+            resume.tidy_root(root, emit)
+            loaded = resume.load_newest_valid(root, torch.device("cpu"), emit)
+            if loaded is not None:
+                differences = resume.check_compatible(
+                    loaded.manifest, self.config_hash, self.world_size, self.allow_config_change
+                )
+                if differences:
+                    emit("config_change_allowed", differences=differences)
+        except (resume.ResumeRefused, resume.RootLocked) as exc:
+            return loaded, (STATUS_REFUSED, str(exc))
+        except Exception as exc:
+            return loaded, (status_for_exit(EXIT_FAILED), f"resume failed: {type(exc).__name__}: {exc}")
+        return loaded, None
+
+    def _train(self, device: torch.device, loaded: resume.LoadedCheckpoint | None, emit: EventSink) -> RunResult:
         config = self.config
         model = build_model(config.model, config.seed)
         inputs, labels = make_dataset(config.data, config.model, config.seed)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=config.optim.lr, weight_decay=config.optim.weight_decay)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_factor(config.optim, config.steps))
-        position = DataPosition(epoch=0, index=0, sampler_seed=config.seed + _SAMPLER_SEED_OFFSET)
+        state = _fresh_state(config, model)
         rng.seed_all(config.seed + _RANK_SEED_STRIDE * self.rank)
-        step = 0
-        previous: tuple[int, str] | None = None
+        identity = RunIdentity(config.run_id, self.config_hash, self.rank, self.world_size)
+        checkpointer = Checkpointer(self.layout.ckpt, config.checkpoint, identity, emit)
         if loaded is not None:
-            state = loaded.payloads["state.pt"]
-            model.load_state_dict(loaded.payloads["model.pt"])
-            optimizer.load_state_dict(loaded.payloads["optim.pt"]["optimizer"])
-            scheduler.load_state_dict(loaded.payloads["optim.pt"]["scheduler"])
-            step = int(state["step"])
-            position = DataPosition(**{key: int(value) for key, value in state["data"].items()})
-            rank_states = state["rng"]
-            if self.rank < len(rank_states):
-                rng.restore(rank_states[self.rank])
-            previous = (loaded.step, loaded.manifest_sha256)
-            emit("resume", step=step, path=loaded.path, manifest_sha256=loaded.manifest_sha256)
-        model.to(device)
-        # AdamW state loaded before the move follows the parameters' device lazily; move it explicitly.
-        for slot in optimizer.state.values():
-            for key, value in slot.items():
-                if isinstance(value, torch.Tensor) and key != "step":
-                    slot[key] = value.to(device)
-        train_model: nn.Module = model
+            checkpointer.restore(state, loaded)
+        _move_to(state, device)
+        train_model: nn.Module = state.model
         if self.world_size > 1:
             train_model = nn.parallel.DistributedDataParallel(
-                model, device_ids=[device.index] if device.type == "cuda" else None
+                state.model, device_ids=[device.index] if device.type == "cuda" else None
             )
-        sampler = ShardedSampler(config.data.samples, config.data.batch_size, self.rank, self.world_size, position)
-
+        sampler = ShardedSampler(
+            config.data.samples, config.data.batch_size, self.rank, self.world_size, state.position
+        )
         metrics = None
-        writer = None
         if self.rank == 0:
-            journal.truncate_metrics(self.layout.metrics, step)
+            journal.truncate_metrics(self.layout.metrics, state.step)
             metrics = journal.JsonLines(self.layout.metrics)
-            writer = CheckpointWriter(
-                self.layout.ckpt_root,
-                config.run_id,
-                self.config_hash,
-                source_identity(),
-                self.world_size,
-                config.checkpoint.keep_last,
-                previous=previous,
-                events=emit,
-            )
-        cadence = CheckpointCadence(config.checkpoint, step, time.monotonic())
-        last_saved = step if loaded is not None else None
-        last_checkpoint = loaded.path if loaded is not None else None
-        started = time.monotonic()
-
-        def save(at_step: int) -> None:
-            nonlocal last_saved, last_checkpoint
-            rank_states = [rng.capture()]
-            if self.world_size > 1:
-                gathered: list[Any] | None = [None] * self.world_size if self.rank == 0 else None
-                dist.gather_object(rank_states[0], gathered, dst=0)
-                rank_states = gathered or []
-            if writer is not None and metrics is not None:
-                metrics.sync()  # the journal up to this step is durable before the checkpoint exists
-                emit("save_begin", step=at_step)
-                began = time.monotonic()
-                payloads = {
-                    "model.pt": model.state_dict(),
-                    "optim.pt": {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()},
-                    "state.pt": {
-                        "step": at_step,
-                        "data": sampler.position.to_dict(),
-                        "rng": rank_states,
-                        "world_size": self.world_size,
-                        "config_hash": self.config_hash,
-                    },
-                }
-                captured = {
-                    "rng": ["python", "numpy", "torch_cpu"] + (["torch_cuda"] if torch.cuda.is_available() else []),
-                    "rng_ranks": len(rank_states),
-                    "data_position": sampler.position.to_dict(),
-                    "optimizer": type(optimizer).__name__,
-                    "scheduler": type(scheduler).__name__,
-                }
-                saved = writer.save(at_step, payloads, captured)
-                # C for the auto cadence: all the time training stood still for this save
-                stalled = time.monotonic() - began
-                cadence.saved(at_step, time.monotonic(), stalled)
-                emit(
-                    "save_end",
-                    step=at_step,
-                    path=saved.path,
-                    seconds=saved.seconds,
-                    bytes=saved.bytes_total,
-                    stalled_s=stalled,
-                    next_interval_s=cadence.interval_seconds(),
-                )
-                last_checkpoint = saved.path
-            else:
-                cadence.saved(at_step, time.monotonic(), 0.0)
-            last_saved = at_step
-
         try:
-            while True:
-                finished = step >= config.steps
-                # one collective per step boundary: any rank's stop flag, rank 0's cadence decision
-                flags = torch.tensor(
-                    [
-                        1.0 if self.stop.is_set() else 0.0,
-                        1.0 if self.rank == 0 and not finished and cadence.due(step, time.monotonic()) else 0.0,
-                    ],
-                    dtype=torch.float64,
-                    device=device,
-                )
-                if self.world_size > 1:
-                    dist.all_reduce(flags)
-                stop_now, save_now = bool(flags[0] > 0), bool(flags[1] > 0)
-                want_final = finished and config.checkpoint.save_on_finish
-                if (save_now or stop_now or want_final) and last_saved != step and step > 0:
-                    save(step)
-                if finished or stop_now:
-                    break
-                loss, lr = self._train_step(train_model, optimizer, scheduler, sampler, inputs, labels, device)
-                step += 1
-                if metrics is not None:
-                    now = time.time()
-                    record = StepRecord(step, loss, lr, now, time.monotonic() - started)
-                    metrics.append(
-                        {
-                            "step": step,
-                            "loss": repr(loss),
-                            "loss_hex": float.hex(loss),
-                            "lr": repr(lr),
-                            "lr_hex": float.hex(lr),
-                            "wall_time": now,
-                            "elapsed_s": record.elapsed_s,
-                        }
-                    )
-                    for hook in self.hooks:
-                        hook(record)
-            exit_code = EXIT_FINISHED if finished else EXIT_INTERRUPTED
-            result = RunResult(exit_code, step, weights_sha256(model), last_checkpoint)
-            if self.rank == 0:
-                emit("exit", status=STATUS_BY_EXIT[exit_code], exit_code=exit_code, step=step)
-                _write_result(self.layout, result, self.stop.signal_name)
-            if self.world_size > 1:
-                dist.barrier()
-            return result
+            checkpointer.open(state.step, metrics)
+
+            def step_once() -> tuple[float, float]:
+                return self._train_step(train_model, state, sampler, inputs, labels, device)
+
+            finished = self._loop(state, checkpointer, metrics, step_once, device)
+            return self._finish(state, checkpointer, finished, emit)
         finally:
             if metrics is not None:
                 metrics.close()
-            if writer is not None:
-                writer.close()
+            checkpointer.close()
+
+    def _loop(
+        self,
+        state: TrainState,
+        checkpointer: Checkpointer,
+        metrics: journal.JsonLines | None,
+        step_once: Callable[[], tuple[float, float]],
+        device: torch.device,
+    ) -> bool:
+        """Train until every configured step is done (True) or a stop was requested (False), saving at the
+        step boundaries where a checkpoint is due, a stop was requested, or the run finished."""
+        started = time.monotonic()
+        while True:
+            finished = state.step >= self.config.steps
+            stop_now, save_now = self._boundary_flags(finished, checkpointer, state.step, device)
+            want_final = finished and self.config.checkpoint.save_on_finish
+            if checkpointer.should_save(state.step, save_now or stop_now or want_final):
+                checkpointer.save(state)
+            if finished or stop_now:
+                return finished
+            loss, lr = step_once()
+            state.step += 1
+            if metrics is not None:
+                now = time.time()
+                record = StepRecord(state.step, loss, lr, now, time.monotonic() - started)
+                metrics.append(_metrics_record(record))
+                for hook in self.hooks:
+                    hook(record)
+
+    def _boundary_flags(
+        self, finished: bool, checkpointer: Checkpointer, step: int, device: torch.device
+    ) -> tuple[bool, bool]:
+        """(stop, save): one collective per step boundary combines any rank's stop flag with rank 0's
+        cadence decision, so every rank stops, or saves, at the same step."""
+        flags = torch.tensor(
+            [
+                1.0 if self.stop.is_set() else 0.0,
+                1.0 if not finished and checkpointer.due(step) else 0.0,
+            ],
+            dtype=torch.float64,
+            device=device,
+        )
+        if self.world_size > 1:
+            dist.all_reduce(flags)
+        return bool(flags[0] > 0), bool(flags[1] > 0)
+
+    def _finish(self, state: TrainState, checkpointer: Checkpointer, finished: bool, emit: EventSink) -> RunResult:
+        exit_code = EXIT_FINISHED if finished else EXIT_INTERRUPTED
+        result = RunResult(exit_code, state.step, weights_sha256(state.model), checkpointer.last_checkpoint)
+        if self.rank == 0:
+            emit("exit", status=status_for_exit(exit_code), exit_code=exit_code, step=state.step)
+            _write_result(self.layout, result, self.stop.signal_name)
+        if self.world_size > 1:
+            dist.barrier()
+        return result
 
     def _train_step(
         self,
         model: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        state: TrainState,
         sampler: ShardedSampler,
         inputs: torch.Tensor,
         labels: torch.Tensor,
         device: torch.device,
     ) -> tuple[float, float]:
-        """One optimisation step; returns (loss averaged over ranks, lr used)."""
+        """One optimisation step of `model` (state.model, or DDP around it); returns (loss averaged over
+        ranks, lr used)."""
         config = self.config
         indices = sampler.next_indices()
         batch, targets = inputs[indices], labels[indices]
@@ -459,12 +380,12 @@ class Trainer:
         batch = (batch * scale + noise) * keep.to(batch.dtype)
         batch, targets = batch.to(device), targets.to(device)
         model.train()
-        lr = scheduler.get_last_lr()[0]
+        lr = state.scheduler.get_last_lr()[0]
         loss = F.cross_entropy(model(batch), targets)
-        optimizer.zero_grad(set_to_none=True)
+        state.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        optimizer.step()
-        scheduler.step()
+        state.optimizer.step()
+        state.scheduler.step()
         value = loss.detach().to(torch.float64).reshape(1)
         if self.world_size > 1:
             dist.all_reduce(value)

@@ -1,7 +1,8 @@
 # Copyright: trainops.gpu maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The checkpoint format on its own (no torch): checkpoints built by hand from the format's functions,
-then verified, damaged and chained. The trainer-written side is tested in training/tests."""
+then verified, damaged and chained; and the run layout, as the collection imports both. The
+trainer-written side is tested in training/tests."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import os
 import pytest
 
 from ansible_collections.trainops.gpu.plugins.module_utils import _checkpoint_format as fmt
+from ansible_collections.trainops.gpu.plugins.module_utils import _run_layout as layout_lib
 
 
 def make_checkpoint(root, step, previous=None, payloads=None):
@@ -171,3 +173,20 @@ def test_writer_lock_held_only_while_someone_holds_the_flock(tmp_path):
     finally:
         os.close(fd)
     assert not fmt.writer_lock_held(str(tmp_path))
+
+
+def test_run_layout_as_the_collection_imports_it(tmp_path):
+    durable = str(tmp_path)
+    layout = layout_lib.RunLayout.for_run(durable, "run42")
+    run_dir = os.path.join(durable, "trainops", "run42")
+    assert layout == layout_lib.RunLayout.from_run_dir(run_dir)
+    assert layout.ckpt == os.path.join(run_dir, "ckpt")
+    assert layout.result == os.path.join(run_dir, "logs", "result.json")
+    assert layout.job_file("train", layout_lib.JOB_EXIT_CODE_NAME) == os.path.join(run_dir, "job", "train", "exit_code")
+    assert layout_lib.cache_dir(durable) == os.path.join(durable, "cache")
+    assert layout_lib.status_for_exit(layout_lib.EXIT_INTERRUPTED) == "interrupted"
+    assert layout_lib.status_for_exit(137) == "failed"
+    # the checkpoint root of a run is where the format finds its checkpoints
+    path, _sha = make_checkpoint(layout.ckpt, 10)
+    report = fmt.verify_root(layout.ckpt)
+    assert [c.path for c in report.checkpoints] == [path] and report.newest_valid.step == 10

@@ -1,0 +1,1 @@
+../../training/trainops_train/run_layout.py
