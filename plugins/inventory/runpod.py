@@ -23,6 +23,10 @@ description:
   - With O(cache) enabled the raw API answer is cached, never the built inventory; a run served from the
     cache makes no API call. Use C(--flush-cache) to read the API again. Environment variable values are
     blanked before caching (only their names are used), so secrets passed to pods never reach the cache.
+    The cache entry is keyed by the configuration file, O(api_url) and a hash of O(api_key) (never the key
+    itself), so another URL or account reads the API, never an earlier account's pods.
+  - A failed API call (a wrong key, the API down) raises a parser error; with the collection's C(ansible.cfg)
+    (C(any_unparsed_is_failed), no C(auto) plugin) C(ansible-inventory) and plays then fail, after one request.
   - Uses a configuration file whose name ends in C(runpod.yml) or C(runpod.yaml).
 author:
   - trainops.gpu maintainers (!UNKNOWN)
@@ -70,7 +74,7 @@ options:
   name_prefix:
     description:
       - Only pods whose name starts with this, for example V(trainops-) for this collection's pods, or
-        V(trainops-run42-) for one run.
+        V(trainops-run42-) for one run. Unset, every pod of the account is a host.
     type: str
   run_name_prefix:
     description:
@@ -80,6 +84,10 @@ options:
   hostname:
     description:
       - What names a host. V(name) uses the pod name, or C(<name>_<id>) for pods that share a name; V(id) the pod id.
+      - A name Ansible reserves (C(localhost), C(127.0.0.1), C(::1), C(all), C(ungrouped)), the name of a group
+        (of this plugin, C(runpod) and C(runpod_*), or of an earlier inventory source) is never a host name;
+        such a pod's host is C(<name>_<id>), with a message at C(-v). A pod named C(localhost) never takes
+        over a play of C(localhost).
     type: str
     choices: [name, id]
     default: name
@@ -103,9 +111,10 @@ compose:
   ansible_python_interpreter: "'/usr/bin/python3'"
 """
 
+import hashlib
 import re
 
-from ansible.errors import AnsibleError
+from ansible.errors import AnsibleParserError
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 
@@ -115,6 +124,28 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources imp
     pod_summary,
     select_pods,
 )
+
+
+# Names Ansible gives a meaning of its own: a host named so would take over "hosts: localhost" or a group.
+RESERVED_HOST_NAMES = frozenset(("localhost", "127.0.0.1", "::1", "all", "ungrouped"))
+PLUGIN_GROUP = "runpod"
+
+
+def is_reserved_host_name(name, group_names=()) -> bool:
+    """True for Ansible's reserved names, this plugin's group names (runpod, runpod_*) and ``group_names``."""
+    lowered = str(name).lower()
+    return (
+        lowered in RESERVED_HOST_NAMES
+        or lowered == PLUGIN_GROUP
+        or lowered.startswith(PLUGIN_GROUP + "_")
+        or name in group_names
+    )
+
+
+def account_cache_suffix(api_url, api_key) -> str:
+    """What makes a cache entry one account's: the URL (made file-name safe) and a hash, never the key itself."""
+    digest = hashlib.sha256(("%s\n%s" % (api_url, api_key)).encode("utf-8")).hexdigest()[:24]
+    return "%s_%s" % (re.sub(r"[^A-Za-z0-9]+", "_", str(api_url)).strip("_"), digest)
 
 
 def safe_group_part(text) -> str:
@@ -172,25 +203,34 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         value = self.get_option(name)
         return self.templar.template(value) if isinstance(value, str) else value
 
-    def _fetch_pods(self) -> list:
+    def _account(self):
+        """``(api_url, api_key)``, templated and checked: what the API call and the cache key both depend on."""
         api_key = self._templated_option("api_key")
         api_url = self._templated_option("api_url")
         if not api_key:
-            raise AnsibleError(
+            raise AnsibleParserError(
                 "trainops.gpu.runpod: no API key; set api_key or the RUNPOD_API_KEY environment variable"
             )
         try:
             check_api_url(api_url)
+        except ValueError as exc:
+            raise AnsibleParserError("trainops.gpu.runpod: %s" % to_native(exc)) from exc
+        return to_native(api_url), to_native(api_key)
+
+    def _fetch_pods(self, api_url, api_key) -> list:
+        # A failure is an AnsibleParserError: with ansible.cfg's any_unparsed_is_failed, ansible-inventory and
+        # every play fail on it instead of going on with no hosts.
+        try:
             client = RunPodClient(
-                api_key=to_native(api_key),
-                api_url=to_native(api_url),
+                api_key=api_key,
+                api_url=api_url,
                 timeout=self.get_option("api_timeout"),
                 max_retries=self.get_option("api_retries"),
                 validate_certs=self.get_option("validate_certs"),
             )
             pods = without_env_values(client.list_pods())
         except (ValueError, RunPodError) as exc:
-            raise AnsibleError("trainops.gpu.runpod: %s" % to_native(exc)) from exc
+            raise AnsibleParserError("trainops.gpu.runpod: %s" % to_native(exc)) from exc
         self.display.vvv(
             "trainops.gpu.runpod: %d pods from %s in %d HTTP requests" % (len(pods), api_url, client.http_attempts)
         )
@@ -199,7 +239,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     def parse(self, inventory, loader, path, cache=True):
         super(InventoryModule, self).parse(inventory, loader, path, cache)
         self._read_config_data(path)
-        cache_key = self.get_cache_key(path)
+        api_url, api_key = self._account()
+        # One entry per configuration file, API URL and key: another URL or account never reads this one's pods.
+        cache_key = "%s_%s" % (self.get_cache_key(path), account_cache_suffix(api_url, api_key))
         use_cache = self.get_option("cache") and cache
         update_cache = self.get_option("cache") and not cache
         pods = None
@@ -209,11 +251,40 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             except KeyError:
                 update_cache = True
         if pods is None:
-            pods = self._fetch_pods()
+            pods = self._fetch_pods(api_url, api_key)
         if update_cache:
             # The API dicts (env values blanked), JSON-serialisable; the inventory is rebuilt from them on every run.
             self._cache[cache_key] = pods
         self._populate(pods)
+
+    def _host_names(self, pods, selected) -> list:
+        """The host name of each of ``pods``: its name (or id), ``<name>_<id>`` when it is reserved or when
+        ``selected`` pods share it."""
+        run_prefix = self.get_option("run_name_prefix")
+        taken = set(self.inventory.groups)
+        for pod in pods:
+            taken.update(pod_groups(pod, run_prefix))
+        name_counts = {}
+        for pod in selected:
+            name_counts[pod.get("name")] = name_counts.get(pod.get("name"), 0) + 1
+        names = []
+        for pod in pods:
+            if self.get_option("hostname") == "id" or not pod.get("name"):
+                host = pod.get("id")
+            else:
+                host = pod.get("name")
+            if is_reserved_host_name(host, taken):
+                # caplevel 0: shown from -v on.
+                self.display.verbose(
+                    "trainops.gpu.runpod: pod %s is named %r, a name Ansible or this plugin reserves (a group, "
+                    "localhost, all): its host is %s_%s" % (pod.get("id"), host, host, pod.get("id")),
+                    caplevel=0,
+                )
+                host = "%s_%s" % (host, pod.get("id"))
+            elif host == pod.get("name") and name_counts[host] > 1:
+                host = "%s_%s" % (host, pod.get("id"))
+            names.append(host)
+        return names
 
     def _populate(self, pods):
         run_prefix = self.get_option("run_name_prefix")
@@ -224,33 +295,30 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             statuses=self.get_option("statuses"),
             include_terminated=True,
         )
-        name_counts = {}
+        reachable = []
         for pod in selected:
-            name_counts[pod.get("name")] = name_counts.get(pod.get("name"), 0) + 1
-        strict = self.get_option("strict")
-        self.inventory.add_group("runpod")
-        for pod in selected:
-            hostvars = pod_hostvars(pod, run_prefix)
-            if hostvars["runpod_ssh_host"] is None:
+            if pod_summary(pod).get("ssh_host") is None:
                 self.display.v(
                     "trainops.gpu.runpod: skipping pod %s (%s, %s): no direct SSH endpoint yet"
                     % (pod.get("id"), pod.get("name"), pod.get("status"))
                 )
-                continue
-            if self.get_option("hostname") == "id" or not pod.get("name"):
-                host = pod.get("id")
-            elif name_counts[pod.get("name")] > 1:
-                host = "%s_%s" % (pod.get("name"), pod.get("id"))
             else:
-                host = pod.get("name")
-            for group in pod_groups(pod, run_prefix):
-                self.inventory.add_group(group)
-                self.inventory.add_host(host, group=group)
-            self.inventory.set_variable(host, "ansible_host", hostvars["runpod_ssh_host"])
-            self.inventory.set_variable(host, "ansible_port", hostvars["runpod_ssh_port"])
-            self.inventory.set_variable(host, "ansible_user", hostvars["runpod_ssh_user"])
-            for key, value in hostvars.items():
-                self.inventory.set_variable(host, key, value)
-            self._set_composite_vars(self.get_option("compose"), hostvars, host, strict=strict)
-            self._add_host_to_composed_groups(self.get_option("groups"), hostvars, host, strict=strict)
-            self._add_host_to_keyed_groups(self.get_option("keyed_groups"), hostvars, host, strict=strict)
+                reachable.append(pod)
+        self.inventory.add_group(PLUGIN_GROUP)
+        for pod, host in zip(reachable, self._host_names(reachable, selected)):
+            self._add_pod(pod, host, run_prefix)
+
+    def _add_pod(self, pod, host, run_prefix):
+        strict = self.get_option("strict")
+        hostvars = pod_hostvars(pod, run_prefix)
+        for group in pod_groups(pod, run_prefix):
+            self.inventory.add_group(group)
+            self.inventory.add_host(host, group=group)
+        self.inventory.set_variable(host, "ansible_host", hostvars["runpod_ssh_host"])
+        self.inventory.set_variable(host, "ansible_port", hostvars["runpod_ssh_port"])
+        self.inventory.set_variable(host, "ansible_user", hostvars["runpod_ssh_user"])
+        for key, value in hostvars.items():
+            self.inventory.set_variable(host, key, value)
+        self._set_composite_vars(self.get_option("compose"), hostvars, host, strict=strict)
+        self._add_host_to_composed_groups(self.get_option("groups"), hostvars, host, strict=strict)
+        self._add_host_to_keyed_groups(self.get_option("keyed_groups"), hostvars, host, strict=strict)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
-from runpod_integration_helpers import ROOT, recorded, run_inventory
+from runpod_integration_helpers import BIN, ROOT, EmulatorProcess, ansible_env, recorded, run_inventory
 
 SECRET = "hf_inventory_secret_value"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIInventoryTestKeyInventoryTestKey00001 inv@test"
@@ -48,10 +49,12 @@ def test_hosts_groups_vars_filters_and_cache(emulator, tmp_path):
     trainer = make_pod(emulator, "trainops-r7-trainer", env={"HF_TOKEN": SECRET})
     make_pod(emulator, "trainops-r7-eval", data_center="EU-SE-1")
     make_pod(emulator, "jupyter-notebook")
+    # Foreign, but shaped like ours: it must not join a run or role group.
+    other = make_pod(emulator, "other-r1-trainer")
     workers = [make_pod(emulator, "trainops-r7-worker"), make_pod(emulator, "trainops-r7-worker")]
     noport = make_pod(emulator, "trainops-r9-noport", ports=())
     stopped = make_pod(emulator, "trainops-r8-trainer")
-    for pod in (trainer, stopped, *workers):
+    for pod in (trainer, stopped, other, *workers):
         emulator.wait_for(pod["id"], lambda p: p["ssh"]["direct"] is not None, 30)
     emulator.wait_for(noport["id"], lambda p: p["status"] == "RUNNING", 30)
     assert emulator.api("POST", f"/v2/pods/{stopped['id']}/action", {"action": "stop"})[0] == 200
@@ -66,7 +69,9 @@ def test_hosts_groups_vars_filters_and_cache(emulator, tmp_path):
 
     hostvars = inventory["_meta"]["hostvars"]
     worker_hosts = sorted(f"trainops-r7-worker_{w['id']}" for w in workers)
-    assert sorted(hostvars) == sorted(["jupyter-notebook", "trainops-r7-eval", "trainops-r7-trainer", *worker_hosts])
+    assert sorted(hostvars) == sorted(
+        ["jupyter-notebook", "other-r1-trainer", "trainops-r7-eval", "trainops-r7-trainer", *worker_hosts]
+    )
     assert f"skipping pod {noport['id']} (trainops-r9-noport, RUNNING): no direct SSH endpoint" in output
     host = hostvars["trainops-r7-trainer"]
     assert (host["ansible_host"], host["ansible_port"], host["ansible_user"]) == (
@@ -80,10 +85,13 @@ def test_hosts_groups_vars_filters_and_cache(emulator, tmp_path):
         ["trainops-r7-eval", "trainops-r7-trainer", *worker_hosts]
     )
     assert sorted(inventory["runpod_role_trainer"]["hosts"]) == ["trainops-r7-trainer"]
+    assert not any(g.startswith("runpod_run_") and g != "runpod_run_r7" for g in inventory)
+    assert (hostvars["other-r1-trainer"]["runpod_run_id"], hostvars["other-r1-trainer"]["runpod_role"]) == (None, None)
+    assert "runpod" in inventory and "other-r1-trainer" in inventory["runpod"]["hosts"]
     assert "trainops-r7-eval" in inventory["runpod_dc_eu_se_1"]["hosts"]
-    assert len(inventory["runpod_status_running"]["hosts"]) == 5
-    assert len(inventory["runpod_gpu_nvidia_geforce_rtx_4090"]["hosts"]) == 5
-    assert len(inventory["cloud_SECURE"]["hosts"]) == 5
+    assert len(inventory["runpod_status_running"]["hosts"]) == 6
+    assert len(inventory["runpod_gpu_nvidia_geforce_rtx_4090"]["hosts"]) == 6
+    assert len(inventory["cloud_SECURE"]["hosts"]) == 6
     assert [(r["method"], r["path"]) for r in recorded(emulator)] == [("GET", "/v2/pods")]
 
     # Served from the cache: the same inventory, no API call at all.
@@ -101,6 +109,10 @@ def test_hosts_groups_vars_filters_and_cache(emulator, tmp_path):
     only_r7 = write_config(tmp_path / "r7.runpod.yml", tmp_path / "cache-r7", name_prefix="trainops-r7-")
     inventory, _output = run_inventory(emulator, only_r7, **env)
     assert len(inventory["_meta"]["hostvars"]) == 4
+    only_ours = write_config(tmp_path / "ours.runpod.yml", tmp_path / "cache-ours", name_prefix="trainops-")
+    inventory, _output = run_inventory(emulator, only_ours, **env)
+    assert "other-r1-trainer" not in inventory["_meta"]["hostvars"]
+    assert "jupyter-notebook" not in inventory["_meta"]["hostvars"]
 
     exited = write_config(tmp_path / "exited.runpod.yml", tmp_path / "cache-exited", statuses="[EXITED]")
     inventory, output = run_inventory(emulator, exited, "-v", **env)
@@ -121,3 +133,72 @@ def test_local_inventory_reads_the_emulator_state_file(emulator):
     inventory, _output = run_inventory(emulator, ROOT / "inventories" / "local.runpod.yml", **env)
     host = inventory["_meta"]["hostvars"]["trainops-local-trainer"]
     assert host["ansible_port"] == pod["ssh"]["direct"]["port"]
+
+
+def ready_pods(emulator, *names):
+    pods = [make_pod(emulator, name) for name in names]
+    return [emulator.wait_for(p["id"], lambda p: p["ssh"]["direct"] is not None, 30) for p in pods]
+
+
+def inventory_command(config: Path, emulator: EmulatorProcess, env: dict) -> subprocess.CompletedProcess:
+    command = [str(BIN / "ansible-inventory"), "-i", str(config), "--list"]
+    return subprocess.run(
+        command, cwd=ROOT, env=ansible_env(emulator, **env), capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_pods_named_like_reserved_hosts_or_groups_get_a_safe_name(emulator, tmp_path):
+    assert emulator.api("PUT", "/v2/account/ssh-keys", {"keys": [KEY]})[0] == 200
+    names = ("localhost", "all", "runpod", "runpod_status_running", "ungrouped", "127.0.0.1", "trainops-r3-trainer")
+    pods = {p["name"]: p for p in ready_pods(emulator, *names)}
+    env = {"TEST_EMULATOR_URL": emulator.url, "TEST_EMULATOR_KEY": emulator.api_key}
+    config = write_config(tmp_path / "reserved.runpod.yml", tmp_path / "cache")
+    inventory, output = run_inventory(emulator, config, "-v", **env)
+    hostvars = inventory["_meta"]["hostvars"]
+    renamed = {name: f"{name}_{pods[name]['id']}" for name in names if name != "trainops-r3-trainer"}
+    assert sorted(hostvars) == sorted([*renamed.values(), "trainops-r3-trainer"])
+    for name, host in renamed.items():
+        assert hostvars[host]["runpod_name"] == name
+        assert hostvars[host]["ansible_port"] == pods[name]["ssh"]["direct"]["port"]
+        assert f"pod {pods[name]['id']} is named '{name}', a name Ansible or this plugin reserves" in output
+    assert sorted(inventory["runpod"]["hosts"]) == sorted(hostvars)
+
+    # A "hosts: localhost" play stays on the control node (implicit localhost, local connection), not the pod.
+    command = [str(BIN / "ansible"), "-i", str(config), "localhost", "-m", "debug", "-a", "var=ansible_connection"]
+    done = subprocess.run(
+        command, cwd=ROOT, env=ansible_env(emulator, **env), capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0 and '"ansible_connection": "local"' in done.stdout, done.stdout + done.stderr
+
+def test_cache_is_per_url_and_key_and_a_wrong_key_fails(emulator, tmp_path):
+    assert emulator.api("PUT", "/v2/account/ssh-keys", {"keys": [KEY]})[0] == 200
+    (gone,) = ready_pods(emulator, "trainops-r5-trainer")
+    env = {"TEST_EMULATOR_URL": emulator.url, "TEST_EMULATOR_KEY": emulator.api_key}
+    config = write_config(tmp_path / "cached.runpod.yml", tmp_path / "cache")
+    inventory, _output = run_inventory(emulator, config, **env)
+    assert list(inventory["_meta"]["hostvars"]) == ["trainops-r5-trainer"]
+    assert emulator.api("DELETE", f"/v2/pods/{gone['id']}")[0] == 204
+    cache_text = "".join(p.read_text() for p in (tmp_path / "cache").rglob("*") if p.is_file())
+    assert emulator.api_key not in cache_text
+
+    # Another emulator (another URL, another key), same configuration and cache: its own pods, one API call.
+    with EmulatorProcess(backend="memory", state_dir=tmp_path / "other-emulator") as other:
+        assert other.api("PUT", "/v2/account/ssh-keys", {"keys": [KEY]})[0] == 200
+        (mine,) = ready_pods(other, "trainops-r6-eval")
+        other.admin("DELETE", "/_emulator/requests")
+        other_env = {"TEST_EMULATOR_URL": other.url, "TEST_EMULATOR_KEY": other.api_key}
+        inventory, _output = run_inventory(other, config, **other_env)
+        assert list(inventory["_meta"]["hostvars"]) == ["trainops-r6-eval"]
+        assert inventory["_meta"]["hostvars"]["trainops-r6-eval"]["runpod_id"] == mine["id"]
+        assert [(r["method"], r["path"]) for r in recorded(other)] == [("GET", "/v2/pods")]
+
+    # The first account's entry is still served from the cache (the terminated pod too, until --flush-cache).
+    emulator.admin("DELETE", "/_emulator/requests")
+    inventory, _output = run_inventory(emulator, config, **env)
+    assert list(inventory["_meta"]["hostvars"]) == ["trainops-r5-trainer"] and recorded(emulator) == []
+
+    # A wrong key is never served from the cache: one request, a 401, and ansible-inventory fails.
+    done = inventory_command(config, emulator, {**env, "TEST_EMULATOR_KEY": "wrong-key"})
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "401" in done.stderr and "wrong-key" not in done.stdout + done.stderr
+    assert [(r["method"], r["path"], r["status"]) for r in recorded(emulator)] == [("GET", "/v2/pods", 401)]

@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 from ansible_collections.trainops.gpu.plugins.inventory.runpod import (
+    account_cache_suffix,
+    is_reserved_host_name,
     pod_groups,
     pod_hostvars,
     safe_group_part,
@@ -37,6 +39,35 @@ def test_groups():
 def test_groups_of_a_foreign_pod_have_no_run():
     groups = pod_groups(dict(POD, name="jupyter"), "trainops")
     assert not any(g.startswith(("runpod_run_", "runpod_role_")) for g in groups)
+
+
+def test_foreign_pods_named_like_ours_join_no_run_or_role_group():
+    # Shaped <something>-<run>-<role>, but not our prefix: no run or role, in groups or host variables.
+    for name in ("other-r1-trainer", "trainopsx-r1-trainer", "my-trainops-r1-trainer", "r1-trainer"):
+        groups = pod_groups(dict(POD, name=name), "trainops")
+        assert not any(g.startswith(("runpod_run_", "runpod_role_")) for g in groups), (name, groups)
+        hostvars = pod_hostvars(dict(POD, name=name), "trainops")
+        assert hostvars["runpod_run_id"] is None and hostvars["runpod_role"] is None
+    # The prefix is an option: with run_name_prefix "other" that pod is a run's.
+    assert pod_groups(dict(POD, name="other-r1-trainer"), "other")[-2:] == ["runpod_run_r1", "runpod_role_trainer"]
+    assert "runpod_run_r1" not in pod_groups(dict(POD, name="trainops-r1-trainer"), "other")
+
+
+def test_reserved_host_names():
+    for name in ("localhost", "LocalHost", "127.0.0.1", "::1", "all", "ungrouped", "runpod", "runpod_status_running"):
+        assert is_reserved_host_name(name), name
+    assert is_reserved_host_name("trainers", group_names={"trainers"})
+    for name in ("trainops-r1-trainer", "jupyter", "my-runpod", "allocator"):
+        assert not is_reserved_host_name(name, group_names={"trainers"}), name
+
+
+def test_cache_suffix_differs_by_url_and_key_and_never_holds_the_key():
+    key = "rpa_SECRETKEYVALUE"
+    suffix = account_cache_suffix("http://127.0.0.1:8765", key)
+    assert suffix.startswith("http_127_0_0_1_8765_") and key not in suffix and "SECRET" not in suffix
+    assert suffix == account_cache_suffix("http://127.0.0.1:8765", key)
+    assert suffix != account_cache_suffix("http://127.0.0.1:8766", key)
+    assert suffix != account_cache_suffix("http://127.0.0.1:8765", key + "2")
 
 
 def test_hostvars_are_prefixed_and_hide_env_values():
