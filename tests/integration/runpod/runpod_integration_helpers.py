@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# Installed editable in the virtual environment (pip install -e emulator).
+from runpod_emulator.testing import EmulatorProcess
+
 ROOT = Path(__file__).resolve().parents[3]
 PLAYBOOKS = Path(__file__).resolve().parent / "playbooks"
 BIN = Path(sys.executable).parent
-sys.path.insert(0, str(ROOT / "emulator"))
-
-from runpod_emulator.testing import EmulatorProcess  # noqa: E402
 
 MUTATING = ("POST", "PUT", "PATCH", "DELETE")
 

@@ -3,27 +3,25 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 
 import pytest
+from runpod_emulator.doctor import DoctorFailure, ensure_pods_can_run
 from runpod_integration_helpers import BIN, ROOT, EmulatorProcess, ansible_env, run_inventory, run_playbook
 
 pytestmark = [pytest.mark.podman, pytest.mark.slow]
 
 
+@pytest.fixture(scope="module")
 def pod_image() -> str:
-    tag = subprocess.run([str(ROOT / "emulator" / "image" / "tag.sh")], capture_output=True, text=True, check=True)
-    return f"localhost/trainops-pod:{tag.stdout.strip()}"
-
-
-def podman_ready() -> bool:
-    if any(shutil.which(tool) is None for tool in ("podman", "ssh", "ssh-keygen")):
-        return False
-    env = dict(os.environ)
-    env["CONTAINERS_CONF"] = str(ROOT / "config" / "containers.conf")
-    found = subprocess.run(["podman", "image", "exists", pod_image()], env=env, capture_output=True, check=False)
-    return found.returncode == 0
+    """The local pod image once `make doctor`'s checks pass; fails (never skips) without podman, SSH or the image,
+    as every other podman test does (tests/e2e/conftest.py)."""
+    os.environ.setdefault("CONTAINERS_CONF", str(ROOT / "config" / "containers.conf"))
+    try:
+        return ensure_pods_can_run()
+    except DoctorFailure as exc:
+        failure = str(exc)
+    pytest.fail(failure, pytrace=False)
 
 
 def ping(emulator, private_key) -> subprocess.CompletedProcess:
@@ -39,9 +37,7 @@ def ping(emulator, private_key) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
 
 
-def test_pod_reachable_by_ansible_and_again_on_its_new_port_after_stop_start(tmp_path):
-    if not podman_ready():
-        pytest.skip("podman, ssh, ssh-keygen or the pod image (make image) is missing")
+def test_pod_reachable_by_ansible_and_again_on_its_new_port_after_stop_start(tmp_path, pod_image):
     key = tmp_path / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     public_key = key.with_suffix(".pub").read_text().strip()
