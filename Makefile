@@ -14,7 +14,7 @@ export CONTAINERS_CONF := $(ROOT)/config/containers.conf
 export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/collections
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: help setup doctor image test drill lint sanity units pytest clean
+.PHONY: help setup doctor version image test drill lint sanity units pytest clean
 
 # Each part of the project adds its targets in mk/<part>.mk, and its test targets to TEST_TARGETS.
 TEST_TARGETS :=
@@ -38,6 +38,17 @@ setup:
 # own podman arguments, reached over SSH (skipped, saying so, until `make image` has built the image).
 doctor:
 	@$(PY) -m runpod_emulator.doctor
+
+# galaxy.yml holds the version. Two copies must exist as text where galaxy.yml cannot be read: the
+# User-Agent's (AnsiballZ payloads carry no galaxy.yml) and training/pyproject.toml (a training/ tree
+# installed on its own). This rewrites both; tests/e2e/test_version.py fails when any copy differs. The
+# emulator's package version is read from galaxy.yml at build time, the packages' __version__ from
+# their installed metadata.
+version:
+	@v=$$(sed -nE 's/^version:[[:space:]]*([^[:space:]#]+).*/\1/p' galaxy.yml); test -n "$$v"; \
+	sed -i -E "s/^COLLECTION_VERSION = \".*\"/COLLECTION_VERSION = \"$$v\"/" plugins/module_utils/_version.py; \
+	sed -i -E "s/^version = \".*\"/version = \"$$v\"/" training/pyproject.toml; \
+	echo "version: $$v in galaxy.yml, plugins/module_utils/_version.py, training/pyproject.toml"
 
 image: setup
 	@emulator/image/build.sh

@@ -40,12 +40,11 @@ import tempfile
 import time
 from typing import Any
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "training"))
+import torch
+from trainops_train import checkpoint_format
+from trainops_train.checkpoint_writer import CheckpointWriter, HashingFileWriter, save_payload
 
-import torch  # noqa: E402
-from trainops_train import checkpoint_format  # noqa: E402
-from trainops_train.checkpoint_writer import CheckpointWriter, HashingFileWriter, save_payload  # noqa: E402
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 MB = 1_000_000
 # Tensors of at most this many bytes, plus a few small ones: the shape of a real state dict.

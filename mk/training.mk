@@ -14,7 +14,7 @@ training-smoke: setup
 	@mkdir -p "$(TRAINING_SMOKE_DIR)"
 	@printf '%s\n' '{"run_id": "training-smoke", "steps": 200, "checkpoint": {"every_steps": 50, "keep_last": 2}}' \
 		> "$(TRAINING_SMOKE_DIR)/config.json"
-	@PYTHONPATH="$(ROOT)/training" $(PY) -m trainops_train.train --config "$(TRAINING_SMOKE_DIR)/config.json" \
+	@$(PY) -m trainops_train.train --config "$(TRAINING_SMOKE_DIR)/config.json" \
 		--run-dir "$(TRAINING_SMOKE_DIR)"
 	@# the module's output goes to a file, not through a pipe that would hide its exit status
 	@ansible localhost -m trainops.gpu.checkpoint_verify -e ansible_python_interpreter=$(PY) \

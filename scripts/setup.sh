@@ -53,8 +53,9 @@ venv_step() {
 
 packages_step() {
     # This checkout's Python packages, editable: tests, benchmarks and make targets import them from .venv.
-    local want have="" packages=(emulator)
-    want=$(cat galaxy.yml "${packages[@]/%//pyproject.toml}" "${packages[@]/%//setup.py}" | sha256sum | cut -c1-16)
+    local want have="" packages=(emulator training)
+    want=$(for p in "${packages[@]}"; do cat "$p/pyproject.toml"; [ ! -f "$p/setup.py" ] || cat "$p/setup.py"; done \
+        | cat galaxy.yml - | sha256sum | cut -c1-16)
     [ -f "$venv/.packages" ] && have=$(cat "$venv/.packages")
     if [ "$want" = "$have" ]; then
         echo "  ${packages[*]} installed editable"
@@ -64,7 +65,7 @@ packages_step() {
     for p in "${packages[@]}"; do args+=(-e "$root/$p"); done
     "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation "${args[@]}" 2>&1 \
         | { grep -v '^WARNING: Location' || true; }
-    "$venv/bin/python" -c 'import runpod_emulator' || { echo "setup: editable install failed" >&2; exit 1; }
+    "$venv/bin/python" -c 'import runpod_emulator, trainops_train' || { echo "setup: editable install failed" >&2; exit 1; }
     echo "$want" > "$venv/.packages"
     echo "  installed editable: ${packages[*]}"
 }

@@ -4,8 +4,8 @@
 """The collection version, for the User-Agent.
 
 galaxy.yml is the one source of truth. Modules run as AnsiballZ payloads that cannot read
-galaxy.yml, so this constant mirrors it: `make runpod-version` rewrites it from galaxy.yml and
-tests/unit/plugins/module_utils/test_version.py fails whenever the two differ.
+galaxy.yml, so this constant mirrors it: `make version` rewrites it from galaxy.yml and
+tests/e2e/test_version.py fails whenever any copy differs.
 """
 
 from __future__ import annotations

@@ -16,9 +16,8 @@ from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TRAINING = ROOT / "training"
-sys.path.insert(0, str(TRAINING))
 
-
+# The contract's value (docs/checkpoints.md), written here independently of run_layout on purpose.
 EXIT_INTERRUPTED = 75
 # Every wait in these tests is bounded by this (a trainer run here takes seconds).
 PROCESS_TIMEOUT = 120.0
