@@ -30,24 +30,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from runpod_emulator.backends.podman import default_image, run_command
-from runpod_emulator.testing import EmulatorProcess, ssh_run
+from runpod_emulator.testing import EmulatorProcess, wait_for_login
 
 ROOT = Path(__file__).resolve().parents[1]
 
 GPU = "NVIDIA H100 80GB HBM3"
-
-
-def ssh_ok(key: Path, port: int) -> bool:
-    return ssh_run(key, port, "true").returncode == 0
-
-
-def wait_ssh(key: Path, port: int, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if ssh_ok(key, port):
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"ssh on port {port} never answered")
 
 
 def podman_env() -> dict[str, str]:
@@ -72,7 +59,7 @@ def bench_ssh_ready(workdir: Path, rounds: int) -> None:
             mapping = subprocess.run(
                 ["podman", "port", name, "22/tcp"], capture_output=True, text=True, env=env, timeout=30, check=True
             )
-            wait_ssh(key, int(mapping.stdout.strip().rsplit(":", 1)[1]))
+            wait_for_login(key, int(mapping.stdout.strip().rsplit(":", 1)[1]), 120, poll_s=0.05)
             baseline.append(time.monotonic() - started)
         finally:
             subprocess.run(
@@ -90,7 +77,7 @@ def bench_ssh_ready(workdir: Path, rounds: int) -> None:
             started = time.monotonic()
             pod = emu.admin("POST", "/v2/pods", body)
             ready = emu.wait_for(pod["id"], lambda p: p["ssh"]["direct"] is not None, 120)
-            wait_ssh(key, ready["ssh"]["direct"]["port"])
+            wait_for_login(key, ready["ssh"]["direct"]["port"], 120, poll_s=0.05)
             emulated.append(time.monotonic() - started)
             emu.admin("DELETE", f"/v2/pods/{pod['id']}")
     base, emul = statistics.median(baseline), statistics.median(emulated)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .backends.base import BackendError
 from .backends.podman import default_image, run_command
-from .testing import ssh_run
+from .testing import ssh_run, wait_for_login
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROJECT_CONTAINERS_CONF = REPO_ROOT / "config" / "containers.conf"
@@ -174,18 +174,6 @@ def _ssh_port(name: str) -> int:
     return int(port)
 
 
-def _wait_for_login(key: Path, port: int) -> None:
-    deadline = time.monotonic() + SSH_WAIT_S
-    while True:
-        result = ssh_run(key, port, "true", timeout_s=15)
-        if result.returncode == 0:
-            return
-        if time.monotonic() > deadline:
-            raise DoctorFailure("ssh login", f"root@127.0.0.1:{port} refused a fresh key for {SSH_WAIT_S:.0f} s: "
-                                f"{result.stderr.strip()[-300:]}", "rebuild the image with `make image`")  # fmt: skip
-        time.sleep(0.3)
-
-
 def check_pod(image: str, pod_tools: tuple[str, ...] = POD_TOOLS) -> list[str]:
     """Start a container of `image` exactly as the emulator does, log in over SSH, look for pod_tools."""
     name = f"trainops-doctor-{uuid.uuid4().hex[:10]}"
@@ -201,7 +189,10 @@ def check_pod(image: str, pod_tools: tuple[str, ...] = POD_TOOLS) -> list[str]:
             if run.returncode != 0:
                 raise classify(run.stderr, f"podman run of {image}")
             port = _ssh_port(name)
-            _wait_for_login(key, port)
+            try:
+                wait_for_login(key, port, SSH_WAIT_S)
+            except TimeoutError as exc:
+                raise DoctorFailure("ssh login", f"a fresh key: {exc}", "rebuild the image with `make image`") from None
             login_s = time.monotonic() - started
             probe = " ".join(f"command -v {t} >/dev/null || echo {t};" for t in pod_tools)
             missing = ssh_run(key, port, probe, timeout_s=30).stdout.split()

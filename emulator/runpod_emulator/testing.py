@@ -32,7 +32,8 @@ Usage (pytest)::
 - The key reaches the server through its environment (RUNPOD_EMULATOR_API_KEY), never its command line.
 
 `ssh_run(key, port, command, timeout_s=30)` runs a command in a pod over real SSH (root@127.0.0.1:port),
-non-interactively and without pinning host keys (pods get new ones and new ports on every start).
+non-interactively and without pinning host keys (pods get new ones and new ports on every start);
+`wait_for_login(key, port, timeout_s=60)` waits, bounded, until a login succeeds.
 """
 
 from __future__ import annotations
@@ -68,6 +69,20 @@ def ssh_run(key: Path, port: int, command: str, timeout_s: float = 30) -> subpro
         timeout=timeout_s,
         check=False,
     )
+
+
+def wait_for_login(key: Path, port: int, timeout_s: float = 60, poll_s: float = 0.3) -> None:
+    """Wait, bounded, until `ssh true` succeeds on a pod; TimeoutError with ssh's last words otherwise."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = ssh_run(key, port, "true", timeout_s=15)
+        if result.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"root@127.0.0.1:{port} refused the key for {timeout_s:.0f} s: {result.stderr.strip()[-300:]}"
+            )
+        time.sleep(poll_s)
 
 
 class EmulatorProcess:

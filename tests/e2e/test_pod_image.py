@@ -8,19 +8,9 @@ import time
 import pytest
 from runpod_emulator.backends.podman import run_command
 from runpod_emulator.testing import ssh_run as ssh
+from runpod_emulator.testing import wait_for_login as wait_for_ssh
 
 pytestmark = pytest.mark.podman
-
-
-def wait_for_ssh(key, port: int, deadline_s: float = 60) -> None:
-    end = time.monotonic() + deadline_s
-    while True:
-        result = ssh(key, port, "true", timeout_s=15)
-        if result.returncode == 0:
-            return
-        if time.monotonic() > end:
-            raise AssertionError(f"sshd on 127.0.0.1:{port} did not answer in {deadline_s} s: {result.stderr}")
-        time.sleep(0.5)
 
 
 def start_pod(image: str, name: str, env: dict[str, str]) -> int:
