@@ -258,8 +258,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         self._populate(pods)
 
     def _host_names(self, pods, selected) -> list:
-        """The host name of each of ``pods``: its name (or id), ``<name>_<id>`` when it is reserved or when
-        ``selected`` pods share it."""
+        """``(pod, host name)`` of each of ``pods``: its name (or id), ``<name>_<id>`` when it is reserved or
+        when ``selected`` pods share it."""
         run_prefix = self.get_option("run_name_prefix")
         taken = set(self.inventory.groups)
         for pod in pods:
@@ -269,10 +269,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             name_counts[pod.get("name")] = name_counts.get(pod.get("name"), 0) + 1
         names = []
         for pod in pods:
-            if self.get_option("hostname") == "id" or not pod.get("name"):
-                host = pod.get("id")
-            else:
-                host = pod.get("name")
+            host = pod.get("id") if self.get_option("hostname") == "id" else (pod.get("name") or pod.get("id"))
             if is_reserved_host_name(host, taken):
                 # caplevel 0: shown from -v on.
                 self.display.verbose(
@@ -283,7 +280,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 host = "%s_%s" % (host, pod.get("id"))
             elif host == pod.get("name") and name_counts[host] > 1:
                 host = "%s_%s" % (host, pod.get("id"))
-            names.append(host)
+            names.append((pod, host))
         return names
 
     def _populate(self, pods):
@@ -305,7 +302,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             else:
                 reachable.append(pod)
         self.inventory.add_group(PLUGIN_GROUP)
-        for pod, host in zip(reachable, self._host_names(reachable, selected)):
+        for pod, host in self._host_names(reachable, selected):
             self._add_pod(pod, host, run_prefix)
 
     def _add_pod(self, pod, host, run_prefix):

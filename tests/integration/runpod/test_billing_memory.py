@@ -44,7 +44,7 @@ def emulator_now(emulator, advance_s: float = 0) -> float:
 
 
 def rfc3339(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(epoch, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def first_whole_hour_after(epoch: float) -> float:

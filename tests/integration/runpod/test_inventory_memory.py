@@ -170,6 +170,7 @@ def test_pods_named_like_reserved_hosts_or_groups_get_a_safe_name(emulator, tmp_
     )
     assert done.returncode == 0 and '"ansible_connection": "local"' in done.stdout, done.stdout + done.stderr
 
+
 def test_cache_is_per_url_and_key_and_a_wrong_key_fails(emulator, tmp_path):
     assert emulator.api("PUT", "/v2/account/ssh-keys", {"keys": [KEY]})[0] == 200
     (gone,) = ready_pods(emulator, "trainops-r5-trainer")

@@ -17,7 +17,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
 TWO_HOURS = 2 * 3600
 
 
-class FakeTime(object):
+class FakeTime:
     """A clock that only moves when the client sleeps."""
 
     def __init__(self):
