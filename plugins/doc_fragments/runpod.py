@@ -48,6 +48,22 @@ notes:
   - The modules talk to the RunPod REST API v2 directly; no Python SDK is needed on the controller.
 """
 
+    # Modules that create resources (runpod_pod, runpod_network_volume).
+    CREATE = r"""
+options:
+  reconcile_window:
+    description:
+      - How long, in seconds, to look for the resource a create made when the create got no answer at all
+        (it timed out or the connection dropped): the server may still be making it. The create is sent again
+        only when nothing carrying its create token has appeared by then.
+      - Every create carries a token that travels with the resource (a pod's C(TRAINOPS_CREATE_TOKEN)
+        environment variable; a network volume's name in its data center), and after every create the
+        module reads it back and fails, listing the ids, when more than one resource carries it.
+      - A create the server answered with an error (HTTP 5xx) is looked up twice, a second apart.
+      - Defaults to O(api_timeout) + 10. At most 600.
+    type: int
+"""
+
     # Shared by every RunPod module: membership of the trainops.gpu.runpod action group (meta/runtime.yml),
     # and the platform (the modules only speak HTTPS, so they run wherever Python does).
     ATTRIBUTES = r"""

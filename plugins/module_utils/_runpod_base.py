@@ -11,6 +11,8 @@ detail and errors, plus ``api_error`` with the same fields, plus whatever the mo
 
 from __future__ import annotations
 
+import uuid
+
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
@@ -24,8 +26,60 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
     check_api_url,
 )
 
-# Pause between the two lookups that decide whether a create that failed without an answer happened.
+# Pause between the lookups that decide whether a create that failed happened.
 RECHECK_DELAY_S = 1.0
+# A create that got no answer (timeout, dropped connection) may still be running on the server: it is looked
+# for during reconcile_window seconds, by default api_timeout plus this margin, at most the maximum.
+RECONCILE_WINDOW_MARGIN_S = 10
+RECONCILE_WINDOW_MAX_S = 600
+
+
+def creating_argument_spec() -> dict:
+    """The options of modules that create (the trainops.gpu.runpod.create doc fragment)."""
+    return dict(reconcile_window=dict(type="int"))
+
+
+def new_create_token() -> str:
+    """A client token for one create: it travels with the resource, so the create can be found again."""
+    return uuid.uuid4().hex
+
+
+def reconcile_window(params) -> int:
+    """Seconds to look for what a create that got no answer made: ``reconcile_window``, else api_timeout + 10."""
+    window = params.get("reconcile_window")
+    if window is None:
+        window = (params.get("api_timeout") or 30) + RECONCILE_WINDOW_MARGIN_S
+    return min(window, RECONCILE_WINDOW_MAX_S)
+
+
+def settle_create(client, send, find, window_s, recheck_s=RECHECK_DELAY_S):
+    """Send a create; after an ambiguous failure look for what it made, and send it again only when nothing came.
+
+    ``find()`` lists the live resources carrying the create's token (or name). After a failure the server
+    answered (5xx) it is read, and once more ``recheck_s`` later when empty; after no answer at all (timeout,
+    dropped connection) the server may still be working on it, so it is read every ``recheck_s`` for
+    ``window_s`` seconds. Found: returns ``(found, failure)``. Nothing: the create is sent again, at most
+    ``api_retries`` times (RunPodClient.reconcile). Success: ``(result, None)``. Raises RunPodUnreconciled.
+    """
+    failures = []
+
+    def sending():
+        try:
+            return send()
+        except RunPodError as exc:
+            failures.append(exc)
+            raise
+
+    def looking():
+        budget = recheck_s if failures[-1].status is not None else max(window_s, recheck_s)
+        found, waited = find(), 0.0
+        while not found and waited < budget:
+            client._sleep(recheck_s)
+            waited += recheck_s
+            found = find()
+        return found
+
+    return client.reconcile(sending, looking, bool)
 
 
 def runpod_argument_spec() -> dict:
@@ -59,6 +113,11 @@ class RunPodModule(object):
             self.module.fail_json(msg="api_timeout must be at least 1 second, got %s" % params["api_timeout"])
         if params["api_retries"] < 0:
             self.module.fail_json(msg="api_retries must not be negative, got %s" % params["api_retries"])
+        window = params.get("reconcile_window")
+        if window is not None and not 0 <= window <= RECONCILE_WINDOW_MAX_S:
+            self.module.fail_json(
+                msg="reconcile_window must be 0..%s seconds, got %s" % (RECONCILE_WINDOW_MAX_S, window)
+            )
         try:
             check_api_url(params["api_url"])
             return RunPodClient(
@@ -86,14 +145,15 @@ class RunPodModule(object):
     def create_reconciled(self, kind, name, send, find_named, ids_key):
         """Send a create; after an ambiguous failure (5xx, no response) adopt what it made, never a duplicate.
 
-        ``send()`` posts the create; ``find_named()`` lists the live resources with the create's name. After
-        an ambiguous failure the name is looked up, twice a moment apart when the first read finds nothing
-        (a new resource may take a moment to be listed): one match is adopted (returned with True), several
-        are an error listing their ids under ``ids_key``, none means the create did not happen and it is sent
-        again, at most ``api_retries`` times (see RunPodClient.reconcile). Returns ``(resource, adopted)``.
+        ``send()`` posts the create; ``find_named()`` lists the live resources carrying the create's token or
+        name. After an ambiguous failure they are looked up (see settle_create: a failure without an answer
+        is looked for during ``reconcile_window``): one match is adopted (returned with True), several are an
+        error listing their ids under ``ids_key``, none means the create did not happen and it is sent again,
+        at most ``api_retries`` times. After a create that succeeded they are read back once, and more than
+        one is an error too. Returns ``(resource, adopted)``.
         """
         try:
-            found, failure = self.client.reconcile(send, find_named, bool, recheck_s=RECHECK_DELAY_S)
+            found, failure = settle_create(self.client, send, find_named, reconcile_window(self.module.params))
         except RunPodUnreconciled as exc:
             if exc.read_error is not None:
                 self.fail_api(
@@ -105,6 +165,7 @@ class RunPodModule(object):
                 exc.failure, context="creating %s %r (none of that name exists; nothing was left)" % (kind, name)
             )
         if failure is None:
+            self.check_single(kind, name, found, find_named, ids_key)
             return found, False
         if len(found) > 1:
             ids = sorted(m.get("id") for m in found)
@@ -119,6 +180,22 @@ class RunPodModule(object):
             % (failure.operation, name, failure.status or "no response", kind, found[0].get("id"))
         )
         return found[0], True
+
+    def check_single(self, kind, name, created, find_named, ids_key) -> None:
+        """After a create that succeeded, fail loudly when more than one resource carries its token or name."""
+        try:
+            found = find_named()
+        except RunPodError as exc:
+            self.module.warn("created %s %s, but reading it back failed: %s" % (kind, (created or {}).get("id"), exc))
+            return
+        if len(found) > 1:
+            ids = sorted(m.get("id") for m in found)
+            self.fail(
+                "created %s %s, but %d %ss now carry its create token or the name %r (ids: %s); remove the extra "
+                "ones" % (kind, (created or {}).get("id"), len(found), kind, name, ", ".join(ids)),
+                created=True,
+                **{ids_key: ids}
+            )
 
     def run(self) -> None:
         raise NotImplementedError

@@ -14,6 +14,10 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
 
 DEFAULT_NAME_PREFIX = "trainops"
 
+# The env entry every pod create carries: a client token, unique per create, that RunPod stores and returns
+# with the pod, so a create whose answer was lost is found again by it (never guessed from the name alone).
+CREATE_TOKEN_ENV = "TRAINOPS_CREATE_TOKEN"
+
 # authorized_keys-style line, as UpdateSshKeysRequest accepts it: <type> <base64-key> [comment].
 SSH_KEY_PATTERN = re.compile(r"^(ssh|ecdsa|sk)-[^\s]+ [^\s]+([ \t][^\n\r]*)?$")
 
@@ -47,7 +51,7 @@ def pod_summary(pod) -> dict:
         "cuda_version": pod.get("cudaVersion"),
         "container_disk": pod.get("disk"),
         "ports": list(pod.get("ports") or []),
-        "env_keys": sorted((pod.get("env") or {}).keys()),
+        "env_keys": sorted(k for k in (pod.get("env") or {}) if k != CREATE_TOKEN_ENV),
         "persistent_volume": dict(size=persistent.get("size"), path=persistent.get("path")) if persistent else None,
         "network_volume": dict(id=network.get("volumeId"), path=network.get("path")) if network else None,
         "ssh_host": endpoint[0] if endpoint else None,
@@ -95,6 +99,33 @@ def select_pods(pods, name=None, name_prefix=None, statuses=None, include_termin
         and (not name_prefix or (pod.get("name") or "").startswith(name_prefix))
     ]
     return sorted(selected, key=lambda p: (p.get("name") or "", p.get("id") or ""))
+
+
+def pods_of_create(pods, name, token) -> list:
+    """The live pods a create of ``name`` with client ``token`` may have made: its token or its name.
+
+    One is the create's pod (or a pod of that name it must not duplicate); more is an error to report.
+    """
+    return [
+        pod
+        for pod in select_pods(pods)
+        if pod.get("name") == name or (token and (pod.get("env") or {}).get(CREATE_TOKEN_ENV) == token)
+    ]
+
+
+def volumes_named(volumes, name, data_center=None) -> list:
+    """The network volumes named ``name`` (in ``data_center`` when given): the API keeps nothing else of a
+    create, so a volume's name within its data center is its create token."""
+    return [v for v in volumes if v.get("name") == name and (not data_center or v.get("dataCenter") == data_center)]
+
+
+def pods_using_volume(pods, volume_id) -> list:
+    """The live (not terminated) pods that mount network volume ``volume_id``."""
+    return [
+        pod
+        for pod in select_pods(pods)
+        if any(m.get("volumeId") == volume_id for m in ((pod.get("mounts") or {}).get("network") or []))
+    ]
 
 
 def parse_pod_name(name, prefix=DEFAULT_NAME_PREFIX):

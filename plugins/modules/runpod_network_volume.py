@@ -17,10 +17,18 @@ description:
     unique; several matches are an error that lists their ids.
   - Sizes only grow. A smaller O(size) than the volume has is reported as a warning and changes nothing.
   - The data center and the storage type are fixed at create; asking for other ones is an error.
+  - RunPod keeps nothing but the name with a volume, so the name within its data center is the create's token:
+    a create that fails without a usable answer is settled by looking the name up (for O(reconcile_window)
+    seconds when no answer came at all), and after every create the module fails, listing the ids, when more
+    than one volume of that name lives in the data center. Renaming to a name another volume there has is an
+    error.
+  - Deleting a volume attached to a live pod (running or stopped) is an error that names the pods, in check
+    mode too.
 author:
   - trainops.gpu maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - trainops.gpu.runpod
+  - trainops.gpu.runpod.create
   - trainops.gpu.runpod.attributes
   - ansible.builtin.action_common_attributes
 attributes:
@@ -111,25 +119,31 @@ network_volume:
       type: str
       sample: STANDARD
 created:
-  description: Whether this run created the volume.
+  description: Whether this run created the volume (in check mode, would create it).
+  returned: always
+  type: bool
+reconciled:
+  description:
+    - True when a create request failed without a usable answer and the volume it had created was found by
+      its name in the data center.
   returned: always
   type: bool
 """
 
-from ansible_collections.trainops.gpu.plugins.module_utils._runpod_base import RunPodModule
-from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import volume_summary
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_base import RunPodModule, creating_argument_spec
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import (
+    pods_using_volume,
+    volume_summary,
+    volumes_named,
+)
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_validate import validate_volume_request
-
-
-def volumes_named(volumes, name, data_center=None) -> list:
-    return [v for v in volumes if v.get("name") == name and (not data_center or v.get("dataCenter") == data_center)]
 
 
 class RunPodNetworkVolume(RunPodModule):
     def __init__(self, module):
         super(RunPodNetworkVolume, self).__init__(module)
         self.params = module.params
-        self.result.update(network_volume={}, created=False)
+        self.result.update(network_volume={}, created=False, reconciled=False)
 
     def find(self):
         p = self.params
@@ -163,19 +177,20 @@ class RunPodNetworkVolume(RunPodModule):
         if p["type"]:
             body["type"] = p["type"]
         self.mark_changed()
-        self.result["created"] = True
         if self.module._diff:
             self.result["diff"] = {"before": {}, "after": volume_summary(body) or dict(name=p["name"])}
             self.result["diff"]["after"].update(data_center=p["data_center"])
         if self.module.check_mode:
+            self.result["created"] = True
             return None
-        volume = self.create_reconciled(
+        volume, self.result["reconciled"] = self.create_reconciled(
             "network volume",
             body["name"],
             lambda: self.client.create_network_volume(body),
             lambda: volumes_named(self.client.list_network_volumes(), body["name"], body["dataCenter"]),
             "network_volume_ids",
-        )[0]
+        )
+        self.result["created"] = True
         return volume
 
     def update(self, volume):
@@ -193,6 +208,8 @@ class RunPodNetworkVolume(RunPodModule):
             )
         patch = {}
         current_size = volume.get("size") or 0
+        if isinstance(p["size"], bool):
+            self.fail("size must be an integer, got %s" % str(p["size"]).lower(), network_volume=volume_summary(volume))
         if p["size"] is not None:
             if p["size"] > 4096:
                 self.fail("size %s GB is out of range: 10..4096" % p["size"], network_volume=volume_summary(volume))
@@ -204,6 +221,14 @@ class RunPodNetworkVolume(RunPodModule):
                     % (volume.get("id"), current_size, p["size"])
                 )
         if p["id"] and p["name"] and p["name"] != volume.get("name"):
+            others = volumes_named(self.client.list_network_volumes(), p["name"], volume.get("dataCenter"))
+            if others:
+                self.fail(
+                    "cannot rename network volume %s to %r: volume(s) %s in %s already have that name. Nothing was "
+                    "changed." % (volume["id"], p["name"], ", ".join(sorted(v.get("id") for v in others)),
+                                  volume.get("dataCenter")),
+                    network_volume=volume_summary(volume),
+                )
             patch["name"] = p["name"]
         if not patch:
             return volume
@@ -215,11 +240,23 @@ class RunPodNetworkVolume(RunPodModule):
             return volume
         return self.client.update_network_volume(volume["id"], patch) or self.client.get_network_volume(volume["id"])
 
+    def check_detached(self, volume):
+        """Deleting a volume a live pod mounts is refused by RunPod (409): say so before, in check mode too."""
+        users = sorted(pod.get("id") for pod in pods_using_volume(self.client.list_pods(), volume["id"]))
+        if users:
+            self.fail(
+                "network volume %s (%s) is attached to pod(s) %s; terminate them (state=absent) before deleting it. "
+                "Nothing was deleted." % (volume["id"], volume.get("name"), ", ".join(users)),
+                network_volume=volume_summary(volume),
+                pod_ids=users,
+            )
+
     def run(self):
         volume = self.find()
         if self.params["state"] == "absent":
             if volume is None:
                 return
+            self.check_detached(volume)
             self.mark_changed()
             self.result["network_volume"] = volume_summary(volume)
             if self.module._diff:
@@ -235,6 +272,7 @@ class RunPodNetworkVolume(RunPodModule):
 def main():
     module = RunPodNetworkVolume.build_module(
         argument_spec=dict(
+            creating_argument_spec(),
             id=dict(type="str"),
             name=dict(type="str"),
             data_center=dict(type="str"),

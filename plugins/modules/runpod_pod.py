@@ -14,15 +14,22 @@ description:
   - Manages one RunPod pod through the RunPod REST API v2.
   - A pod is found by O(id), or by its exact O(name). RunPod does not keep names unique; when several
     live pods share the name the module fails and lists their ids rather than guess.
-  - Every create request is validated against the catalog first (GPU type, GPU count, data centers, the
-    network volume's data center, sizes); a request that cannot succeed fails before anything is created.
-  - A create that fails with a server error or a dropped connection may still have created the pod. The
-    module then looks the name up again and adopts the pod it finds; it re-sends the create only when two
-    reads a second apart find no such pod, so a retry does not leave a duplicate behind.
+  - Every request is validated first, locally and against the catalog (ports, environment names and values,
+    mount paths, GPU type and count, where the GPU is offered and with which host CUDA, CPU flavor and vCPU
+    count, data centers, the network volume's data center, sizes, options the chosen pod kind would ignore);
+    a request that cannot succeed fails before anything is created or changed, in check mode the same way.
+  - Every create carries a client token, the environment variable C(TRAINOPS_CREATE_TOKEN), that RunPod keeps
+    with the pod. It is not shown in C(env_keys) and never reported as a change.
+  - A create that fails with a server error or gets no answer may still have created the pod. The module
+    then looks for the pod carrying its token (or name) and adopts it; after no answer at all it keeps
+    looking for O(reconcile_window) seconds, as the server may still be creating it. It re-sends the create
+    only when nothing appeared, and after every create it fails, listing the ids, when more than one live
+    pod carries the token or the name.
 author:
   - trainops.gpu maintainers (!UNKNOWN)
 extends_documentation_fragment:
   - trainops.gpu.runpod
+  - trainops.gpu.runpod.create
   - trainops.gpu.runpod.attributes
   - ansible.builtin.action_common_attributes
 attributes:
@@ -35,6 +42,7 @@ options:
   id:
     description:
       - Id of the pod. Takes precedence over O(name) for finding the pod; with both set, O(name) renames it.
+        Renaming to a name another live pod has is an error.
       - Ids are assigned by RunPod, so creating a pod needs O(name).
     type: str
   name:
@@ -76,7 +84,8 @@ options:
     type: str
   vcpu_count:
     description:
-      - Number of vCPUs of a CPU pod, a power of two of at least 2. Required with O(cpu_flavor).
+      - Number of vCPUs of a CPU pod, a power of two within the flavor's range. Required with O(cpu_flavor);
+        an error with O(gpu_type).
     type: int
   cloud:
     description:
@@ -127,13 +136,15 @@ options:
     default: /workspace
   ports:
     description:
-      - Exposed ports as C(port/protocol). V(22/tcp) gives the pod a direct SSH endpoint.
+      - Exposed ports as C(port/protocol), the protocol V(tcp), V(udp) or V(http). V(22/tcp) gives the pod a
+        direct SSH endpoint.
       - Defaults to V(22/tcp) when a pod is created.
     type: list
     elements: str
   env:
     description:
       - Environment variables of the container. Keys not listed here are kept.
+      - Names are C([A-Za-z_][A-Za-z0-9_]*); values must not hold NUL. C(TRAINOPS_CREATE_TOKEN) is reserved.
       - Visible to the container's entry point only, not in SSH sessions.
       - Values are shown in logs; put secrets in O(secret_env).
     type: dict
@@ -167,6 +178,8 @@ options:
       - V(endpoint) waits until the pod is C(RUNNING) and publishes its direct SSH endpoint, without connecting to it.
       - V(running) waits for status C(RUNNING) only, for images without sshd. C(RUNNING) alone is not ready for SSH.
       - Pods without V(22/tcp) in their ports never get an endpoint; for them every choice means V(running).
+      - A pod gets SSH access from the account's registered keys (O(start_ssh)) or a C(PUBLIC_KEY) in O(env);
+        creating a pod with neither while waiting for V(ssh) or V(endpoint) fails before the pod is created.
     type: str
     choices: [ssh, endpoint, running]
     default: ssh
@@ -316,7 +329,8 @@ created:
   type: bool
 reconciled:
   description:
-    - True when a create request failed without a usable answer and the pod it had created was found by name.
+    - True when a create request failed without a usable answer and the pod it had created was found by its
+      create token (or name).
   returned: always
   type: bool
 """
@@ -332,9 +346,52 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
     RunPodWaitTimeout,
     pod_status,
 )
-from ansible_collections.trainops.gpu.plugins.module_utils._runpod_base import RunPodModule
-from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import pod_summary, select_pods
-from ansible_collections.trainops.gpu.plugins.module_utils._runpod_validate import validate_pod_body
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_base import (
+    RunPodModule,
+    creating_argument_spec,
+    new_create_token,
+)
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import (
+    CREATE_TOKEN_ENV,
+    pod_summary,
+    pods_of_create,
+    select_pods,
+)
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_validate import (
+    env_problems,
+    integer_problems,
+    mount_path_problems,
+    port_problems,
+    validate_pod_body,
+)
+
+# Options that only one kind of pod takes: given for the other kind, RunPod would ignore them.
+GPU_ONLY = ("gpu_count", "allowed_cuda_versions", "min_cuda_version", "persistent_volume_size")
+CPU_ONLY = ("vcpu_count",)
+
+
+def option_problems(params, env) -> list:
+    """Problems with the options alone, before any API call: types, formats, options the pod kind ignores."""
+    p = params
+    problems = integer_problems(
+        dict((k, p[k]) for k in ("gpu_count", "vcpu_count", "container_disk", "persistent_volume_size", "wait_timeout"))
+    )
+    if p["gpu_type"]:
+        problems += ["%s applies to CPU pods (cpu_flavor) only, not to a GPU pod (gpu_type)" % k for k in CPU_ONLY if p[k]]
+    if p["cpu_flavor"]:
+        problems += [
+            "%s applies to GPU pods (gpu_type) only, not to a CPU pod (cpu_flavor)" % k
+            for k in GPU_ONLY
+            if p[k] not in (None, [])
+        ]
+    problems += port_problems(p["ports"]) + env_problems(env)
+    problems += mount_path_problems("persistent_volume_path", p["persistent_volume_path"])
+    problems += mount_path_problems("network_volume_path", p["network_volume_path"])
+    if p["name"] is not None and not p["name"]:
+        problems.append("name must not be empty")
+    if not isinstance(p["wait_timeout"], bool) and p["wait_timeout"] < 1:
+        problems.append("wait_timeout must be at least 1 second, got %s" % p["wait_timeout"])
+    return problems
 
 
 def action_took_effect(action, before, after) -> bool:
@@ -443,7 +500,8 @@ class RunPodPod(RunPodModule):
             missing.append("gpu_type or cpu_flavor")
         if missing:
             self.fail("cannot create a pod without %s" % ", ".join(missing))
-        gpu_types = self.client.list_gpu_types() if body.get("gpu") else []
+        gpu_types = self.client.list_gpu_types(availability=True) if body.get("gpu") else []
+        cpu_types = self.list_cpu_types() if body.get("cpu") else None
         volume = None
         if p["network_volume_id"]:
             volume = self.client.get_network_volume(p["network_volume_id"])
@@ -460,36 +518,65 @@ class RunPodPod(RunPodModule):
             body["mounts"] = {}
             volume_missing = False
         problems = validate_pod_body(
-            body, gpu_types, data_centers, network_volume=volume, network_volume_missing=volume_missing
+            body, gpu_types, data_centers, network_volume=volume, network_volume_missing=volume_missing, cpu_types=cpu_types
         )
+        problems += self.ssh_access_problems(body)
         if problems:
             self.fail(
                 "cannot create pod %r: %s. Nothing was created." % (p["name"], "; ".join(problems)), problems=problems
             )
 
+    def list_cpu_types(self) -> list:
+        return (self.client.request("listCpuTypes", "GET", "/v2/catalog/cpus") or {}).get("cpus") or []
+
+    def ssh_access_problems(self, body) -> list:
+        """Why a wait for SSH on the pod ``body`` creates could never finish (no keys, no PUBLIC_KEY)."""
+        p = self.params
+        if not p["wait"] or p["wait_for"] == "running" or "22/tcp" not in body.get("ports", []):
+            return []
+        if "PUBLIC_KEY" in (body.get("env") or {}):
+            return []
+        hint = (
+            "so the pod would have no SSH access and wait_for=%s could never finish: register a key with "
+            "trainops.gpu.runpod_ssh_key, set PUBLIC_KEY in env, or use wait_for: running" % p["wait_for"]
+        )
+        if not p["start_ssh"]:
+            return ["start_ssh is false and env sets no PUBLIC_KEY, " + hint]
+        if self.client.get_ssh_keys():
+            return []
+        if self.module.check_mode:
+            # In check mode an earlier task may only have pretended to register a key.
+            self.module.warn("the account has no registered SSH keys (yet); without one the real run fails")
+            return []
+        return ["the account has no registered SSH keys, " + hint]
+
     def create(self):
         body = self.create_body()
         self.validate(body)
+        # The client token travels with the pod (RunPod keeps env), so a create is never re-sent on a guess.
+        token = new_create_token()
+        body["env"] = dict(body.get("env") or {}, **{CREATE_TOKEN_ENV: token})
         self.mark_changed()
-        self.result["created"] = True
         if self.module._diff:
             after = dict(
                 name=body["name"],
                 image=body["image"],
                 status=RUNNING,
                 ports=body["ports"],
-                env_keys=sorted((body.get("env") or {}).keys()),
+                env_keys=sorted(k for k in body["env"] if k != CREATE_TOKEN_ENV),
             )
             self.result["diff"] = {"before": {}, "after": after}
         if self.module.check_mode:
+            self.result["created"] = True
             return None
         pod, self.result["reconciled"] = self.create_reconciled(
             "pod",
             body["name"],
             lambda: self.client.create_pod(body),
-            lambda: select_pods(self.client.list_pods(), name=body["name"]),
+            lambda: pods_of_create(self.client.list_pods(), body["name"], token),
             "pod_ids",
         )
+        self.result["created"] = True
         self.result["pod"] = pod_summary(pod)
         return pod
 
@@ -530,11 +617,23 @@ class RunPodPod(RunPodModule):
                 pod=pod_summary(pod),
             )
 
+    def check_name_free(self, pod, name):
+        """A rename to a name another live pod has would make finding either by name fail: refuse it."""
+        others = sorted(o.get("id") for o in select_pods(self.client.list_pods(), name=name) if o.get("id") != pod["id"])
+        if others:
+            self.fail(
+                "cannot rename pod %s to %r: live pod(s) %s already have that name, and this module finds pods by "
+                "name. Nothing was changed." % (pod["id"], name, ", ".join(others)),
+                pod=pod_summary(pod),
+                pod_ids=others,
+            )
+
     def update(self, pod):
         self.check_immutable(pod)
         p = self.params
         patch = {}
         if p["id"] and p["name"] and p["name"] != pod.get("name"):
+            self.check_name_free(pod, p["name"])
             patch["name"] = p["name"]
         if p["image"] and p["image"] != pod.get("image"):
             patch["image"] = p["image"]
@@ -636,10 +735,26 @@ class RunPodPod(RunPodModule):
             last = exc.resource or pod
             created = " It was created by this task and is billing;" if self.result["created"] else ""
             self.fail(
-                "%s.%s pod id %s: terminate it with state=absent or wait again." % (exc, created, pod["id"]),
+                "%s.%s%s pod id %s: terminate it with state=absent or wait again."
+                % (exc, self.ssh_cause(exc, last), created, pod["id"]),
                 pod=pod_summary(last),
                 pod_id=pod["id"],
             )
+
+    def ssh_cause(self, exc, pod) -> str:
+        """The real reason a pod never got an SSH endpoint, when it is a missing key."""
+        if "ssh.direct endpoint" not in str(exc) or "PUBLIC_KEY" in ((pod or {}).get("env") or {}):
+            return ""
+        try:
+            keys = self.client.get_ssh_keys()
+        except Exception:  # pylint: disable=broad-except
+            return ""
+        if keys:
+            return ""
+        return (
+            " The account has no registered SSH keys, so the pod has no SSH access: register one with "
+            "trainops.gpu.runpod_ssh_key (it reaches pods created after it) or use wait_for: running."
+        )
 
     def wait_gone(self, pod_id):
         if self.module.check_mode or not self.params["wait"]:
@@ -653,8 +768,13 @@ class RunPodPod(RunPodModule):
 
     def run(self):
         state = self.params["state"]
-        if self.params["wait_timeout"] < 1:
-            self.fail("wait_timeout must be at least 1 second, got %s" % self.params["wait_timeout"])
+        problems = option_problems(self.params, self.desired_env())
+        if problems:
+            self.fail(
+                "invalid options for pod %r: %s. Nothing was created or changed."
+                % (self.params["name"] or self.params["id"], "; ".join(problems)),
+                problems=problems,
+            )
         pod = self.find()
         if state == "absent":
             self.terminate(pod)
@@ -699,6 +819,7 @@ class RunPodPod(RunPodModule):
 def main():
     module = RunPodPod.build_module(
         argument_spec=dict(
+            creating_argument_spec(),
             id=dict(type="str"),
             name=dict(type="str"),
             state=dict(type="str", default="present", choices=["present", "running", "stopped", "restarted", "absent"]),
