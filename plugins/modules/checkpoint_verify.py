@@ -59,6 +59,15 @@ options:
       - Seconds the load of one checkpoint may take before the subprocess is killed and the module fails.
     type: int
     default: 300
+  verify_timeout:
+    description:
+      - Seconds the whole verification (every checkpoint's files read and hashed) may take. Past it the
+        module fails, naming the checkpoint it was verifying in RV(timed_out); older checkpoints are listed
+        in RV(unverified). The hashing loop checks the deadline before each 4 MiB read, so a huge or sparse
+        file cannot hold the module for hours.
+      - O(load_timeout) bounds the load separately.
+    type: int
+    default: 600
   python:
     description:
       - Python interpreter (with torch) used for O(load). Defaults to the interpreter running this module.
@@ -76,7 +85,15 @@ options:
     type: bool
     default: false
 notes:
-  - Reads every file of every checkpoint under a root in full, streaming through a fixed buffer.
+  - Reads every file of every checkpoint under a root in full, streaming through a fixed buffer, within
+    O(verify_timeout).
+  - Reads only regular files and never follows a symbolic link inside the root. A step directory, or any file
+    in one, that is a symbolic link, a FIFO or a device makes that checkpoint corrupt; a C(latest) that is not
+    a small regular file naming a checkpoint gives a null RV(latest_hint). A C(step-<digits>) directory not
+    spelled like its step's canonical name (C(step-000000200), C(step-200)) is reported corrupt with the
+    reason C(non-canonical name).
+  - A manifest.json or SHA256SUMS over 1 MiB, or a manifest nested more than 32 levels deep, is malformed.
+    Whatever goes wrong while verifying one checkpoint becomes that checkpoint's error.
 seealso:
   - name: trainops checkpoint format
     description: Layout, SHA256SUMS and manifest schema (docs/checkpoints.md in the collection).
@@ -226,10 +243,19 @@ unverified:
   type: list
   elements: str
 latest_hint:
-  description: Content of the root's C(latest) file, a hint only; null when absent.
+  description:
+    - The checkpoint name the root's C(latest) file holds, a hint only. Null when C(latest) is absent, is a
+      symbolic link or not a small regular file, or holds anything but a canonical C(step-NNNNNNNN) name.
   returned: always
   type: str
   sample: step-00001200
+timed_out:
+  description:
+    - Path of the checkpoint whose verification passed O(verify_timeout) (the module then fails); null otherwise.
+    - It is neither valid nor corrupt (never quarantined); the older ones are in RV(unverified).
+  returned: always
+  type: str
+  sample: null
 quarantined:
   description: Corrupt checkpoints moved aside by this run (in check mode, those that would be).
   returned: always
@@ -305,6 +331,7 @@ REPORT_KEYS = (
     "deleting",
     "aside",
     "latest_hint",
+    "timed_out",
 )
 
 
@@ -349,6 +376,7 @@ ARGUMENT_SPEC = dict(
     path=dict(type="path", required=True),
     load=dict(type="bool", default=False),
     load_timeout=dict(type="int", default=300),
+    verify_timeout=dict(type="int", default=600),
     python=dict(type="path"),
     quarantine=dict(type="bool", default=False),
     require_valid=dict(type="bool", default=False),
@@ -358,8 +386,9 @@ ARGUMENT_SPEC = dict(
 def resolve_path(module):
     """The directory to verify: O(path), or the C(ckpt) of a run directory; fails on bad parameters."""
     path = module.params["path"].rstrip("/") or "/"
-    if module.params["load_timeout"] < 1:
-        module.fail_json(msg="load_timeout must be at least 1 second, got %d" % module.params["load_timeout"])
+    for option in ("load_timeout", "verify_timeout"):
+        if module.params[option] < 1:
+            module.fail_json(msg="%s must be at least 1 second, got %d" % (option, module.params[option]))
     if not os.path.isdir(path):
         module.fail_json(msg="path %s is not a directory" % path)
     if module.params["python"] and not os.access(module.params["python"], os.X_OK):
@@ -377,14 +406,18 @@ def resolve_path(module):
 
 
 def verify(module, path):
-    """(kind, RootReport): one checkpoint, or every checkpoint under a root with the manifest chain."""
+    """(kind, RootReport): one checkpoint, or every checkpoint under a root with the manifest chain,
+    within verify_timeout seconds."""
+    deadline = time.monotonic() + module.params["verify_timeout"]
     if is_checkpoint_dir(path):
         root_report = RootReport(os.path.dirname(path))
-        root_report.checkpoints.append(verify_checkpoint(path))
+        checkpoint = verify_checkpoint(path, deadline=deadline)
+        root_report.checkpoints.append(checkpoint)
+        root_report.timed_out = checkpoint.path if checkpoint.timed_out else None
         return "checkpoint", root_report
     root_report = None
     try:
-        root_report = verify_root(path)
+        root_report = verify_root(path, deadline=deadline)
     except (CheckpointFormatError, OSError) as exc:
         module.fail_json(msg="cannot verify %s: %s" % (path, to_native(exc)))
     return "root", root_report
@@ -450,6 +483,13 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     path = resolve_path(module)
     kind, root_report = verify(module, path)
+    if root_report.timed_out is not None:
+        result = build_result(path, kind, root_report, {}, [])
+        module.fail_json(
+            msg="verifying %s timed out after %d seconds (verify_timeout)"
+            % (root_report.timed_out, module.params["verify_timeout"]),
+            **result,
+        )
     loads = load_newest(module, root_report) if module.params["load"] else {}
     quarantined = quarantine(module, root_report) if module.params["quarantine"] else []
     result = build_result(path, kind, root_report, loads, quarantined)

@@ -37,6 +37,8 @@ import hashlib
 import json
 import os
 import re
+import stat
+import time
 
 FORMAT_NAME = "trainops-checkpoint"
 FORMAT_VERSION = 1
@@ -54,14 +56,34 @@ ASIDE_PARTIAL = "partial"
 
 # Reads stream through one buffer of this size: verification never holds a file in memory.
 READ_BUFFER_BYTES = 4 << 20
+# What a reader reads whole is capped: a manifest.json or SHA256SUMS larger than this, or a manifest
+# that nests deeper than MANIFEST_MAX_DEPTH, is malformed (the writer's are a few kB, 3 levels deep).
+MANIFEST_MAX_BYTES = 1 << 20
+MANIFEST_MAX_DEPTH = 32
+SUMS_MAX_BYTES = 1 << 20
+LATEST_MAX_BYTES = 256
+# Files are opened without following a symbolic link and without blocking (a FIFO is refused, not waited on).
+_OPEN_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_OPEN_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
-_STEP_RE = re.compile(r"^step-([0-9]{%d,})$" % STEP_DIGITS)
+_STEP_RE = re.compile(r"^step-([0-9]{%d,})\Z" % STEP_DIGITS)
+# Any spelling of a step directory; only step_dirname(step)'s is canonical, the others are reported invalid.
+_STEP_LIKE_RE = re.compile(r"^step-([0-9]+)\Z")
 _TEMP_RE = re.compile(r"^\.tmp-step-([0-9]{%d,})-[0-9]+-[0-9a-f]+$" % STEP_DIGITS)
 _DELETING_RE = re.compile(r"^\.deleting-step-([0-9]{%d,})-[0-9a-f]+$" % STEP_DIGITS)
 _ASIDE_RE = re.compile(r"^(.+)\.(corrupt|partial)-([0-9]{8}T[0-9]{6}Z)(-[0-9]+)?$")
 _SUMS_LINE_RE = re.compile(r"^([0-9a-f]{64}) ([ *])(.+)$")
 # Payload names stay within what coreutils writes without escaping, and never hide or nest.
-_PAYLOAD_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_PAYLOAD_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
+# RFC 3339 date-time (section 5.6): full-date "T" full-time with a Z or +hh:mm offset
+_RFC3339_RE = re.compile(
+    r"^([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?"
+    r"([Zz]|[+-]([0-9]{2}):([0-9]{2}))\Z"
+)
+# check_json_depth: the characters that open or close a level or a string, and the rest of a string
+_JSON_SPECIAL_RE = re.compile(r'["\[\]{}]')
+_JSON_STRING_TAIL_RE = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 
 MANIFEST_REQUIRED = {
     "format": str,
@@ -95,9 +117,31 @@ def step_dirname(step):
 
 def parse_step_dirname(name):
     # type: (str) -> int | None
-    """The step of a committed checkpoint directory name, or None when the name is not one."""
+    """The step of a committed checkpoint directory name, or None when the name is not one. Only the
+    canonical spelling counts (step_dirname(step): 8 digits, more only when the step needs them), so
+    step-000000200 is not a second name of step-00000200."""
     match = _STEP_RE.match(name)
-    return int(match.group(1)) if match else None
+    if not match:
+        return None
+    step = int(match.group(1))
+    return step if name == step_dirname(step) else None
+
+
+def is_rfc3339(text):
+    # type: (object) -> bool
+    """True for an RFC 3339 date-time with its offset (what datetime.isoformat() of an aware time gives)."""
+    match = _RFC3339_RE.match(text) if isinstance(text, str) else None
+    if not match:
+        return False
+    year, month, day, hour, minute, second = (int(group) for group in match.groups()[:6])
+    offset_hours, offset_minutes = int(match.group(9) or 0), int(match.group(10) or 0)
+    if hour > 23 or minute > 59 or second > 60 or offset_hours > 23 or offset_minutes > 59:
+        return False
+    try:
+        datetime.date(year, month, day)
+    except ValueError:
+        return False
+    return True
 
 
 def temp_dirname(step, pid, nonce):
@@ -224,35 +268,51 @@ def build_manifest(
     return manifest
 
 
-def manifest_errors(manifest):
-    # type: (object) -> list[str]
-    """Everything wrong with a parsed manifest; empty when it follows the schema."""
-    if not isinstance(manifest, dict):
-        return ["manifest is not a JSON object"]
+def _manifest_type_errors(manifest):
+    # type: (dict) -> list[str]
+    """Missing keys and values of the wrong JSON type (a bool is never an int)."""
     errors = []
     for key, kind in MANIFEST_REQUIRED.items():
+        kinds = kind if isinstance(kind, tuple) else (kind,)
         if key not in manifest:
             errors.append("manifest lacks %r" % key)
-        elif not isinstance(manifest[key], kind) or (kind is int and isinstance(manifest[key], bool)):
+        elif not isinstance(manifest[key], kinds) or (isinstance(manifest[key], bool) and bool not in kinds):
             errors.append("manifest %r has the wrong type" % key)
-    if errors:
-        return errors
+    return errors
+
+
+def _manifest_value_errors(manifest):
+    # type: (dict) -> list[str]
+    errors = []
     if manifest["format"] != FORMAT_NAME:
         errors.append("manifest format is %r, expected %r" % (manifest["format"], FORMAT_NAME))
-    if manifest["format_version"] > FORMAT_VERSION:
-        errors.append(
-            "manifest format_version %d is newer than this reader (%d)" % (manifest["format_version"], FORMAT_VERSION)
-        )
+    version = manifest["format_version"]
+    if version > FORMAT_VERSION:
+        errors.append("manifest format_version %d is newer than this reader (%d)" % (version, FORMAT_VERSION))
+    elif version != FORMAT_VERSION:
+        errors.append("manifest format_version %d is not a version of the format (%d)" % (version, FORMAT_VERSION))
     if manifest["step"] < 0:
         errors.append("manifest step is negative")
-    previous = manifest["previous_step"]
-    if (previous is None) != (manifest["previous_manifest_sha256"] is None):
+    if manifest["world_size"] < 1:
+        errors.append("manifest world_size %d is not at least 1" % manifest["world_size"])
+    if not is_rfc3339(manifest["created_at"]):
+        errors.append("manifest created_at %r is not an RFC 3339 timestamp" % (manifest["created_at"][:64],))
+    previous, previous_sha = manifest["previous_step"], manifest["previous_manifest_sha256"]
+    if (previous is None) != (previous_sha is None):
         errors.append("manifest previous_step and previous_manifest_sha256 must both be set or both be null")
-    elif previous is not None and previous >= manifest["step"]:
+    elif previous is not None and not 0 <= previous < manifest["step"]:
         errors.append("manifest previous_step %d is not before step %d" % (previous, manifest["step"]))
-    if not manifest["files"]:
-        errors.append("manifest lists no payload files")
-    for name, entry in manifest["files"].items():
+    elif previous_sha is not None and not _SHA256_RE.match(previous_sha):
+        errors.append("manifest previous_manifest_sha256 is not 64 lowercase hex digits")
+    return errors
+
+
+def _manifest_file_errors(files):
+    # type: (dict) -> list[str]
+    if not files:
+        return ["manifest lists no payload files"]
+    errors = []
+    for name, entry in files.items():
         if not is_payload_name(name):
             errors.append("manifest lists a disallowed file name %r" % (name,))
         elif (
@@ -261,30 +321,140 @@ def manifest_errors(manifest):
             or isinstance(entry.get("size"), bool)
             or entry["size"] < 0
             or not isinstance(entry.get("sha256"), str)
-            or not re.match(r"^[0-9a-f]{64}$", entry["sha256"])
+            or not _SHA256_RE.match(entry["sha256"])
         ):
             errors.append("manifest entry for %r needs an integer size and a sha256" % (name,))
     return errors
 
 
+def manifest_errors(manifest):
+    # type: (object) -> list[str]
+    """Everything wrong with a parsed manifest; empty when it follows the schema."""
+    if not isinstance(manifest, dict):
+        return ["manifest is not a JSON object"]
+    errors = _manifest_type_errors(manifest)
+    if errors:
+        return errors
+    return _manifest_value_errors(manifest) + _manifest_file_errors(manifest["files"])
+
+
 # ------------------------------------------------------------------------------------- verification
 
 
-def sha256_file(path, buffer_bytes=READ_BUFFER_BYTES):
-    # type: (str, int) -> tuple[str, int]
-    """(sha256 hex, size) of a file, streamed through one reusable buffer."""
+class VerifyTimeout(Exception):
+    """The verification deadline passed (raised inside one checkpoint's verification, reported by it)."""
+
+
+def _check_deadline(deadline, what):
+    # type: (float | None, str) -> None
+    if deadline is not None and time.monotonic() >= deadline:
+        raise VerifyTimeout(what)
+
+
+def open_regular(name, dir_fd=None):
+    # type: (str, int | None) -> tuple[int, os.stat_result]
+    """(fd, fstat) of a regular file opened for reading, never following a symbolic link (the last path
+    component) and never blocking: a FIFO, a device or a socket is refused, not waited on."""
+    label = os.path.basename(name)
+    try:
+        fd = os.open(name, _OPEN_FILE_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CheckpointFormatError("%s: is a symbolic link" % label) from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise CheckpointFormatError("%s: not a regular file" % label)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info
+
+
+def _read_small(name, limit, dir_fd=None):
+    # type: (str, int, int | None) -> bytes
+    """A whole small regular file (see open_regular); larger than limit bytes is an error."""
+    fd, info = open_regular(name, dir_fd)
+    chunks = []  # type: list[bytes]
+    total = 0
+    try:
+        if info.st_size > limit:
+            raise CheckpointFormatError("%s is larger than %d bytes" % (os.path.basename(name), limit))
+        while total <= limit:
+            chunk = os.read(fd, limit + 1 - total)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    finally:
+        os.close(fd)
+    if total > limit:
+        raise CheckpointFormatError("%s is larger than %d bytes" % (os.path.basename(name), limit))
+    return b"".join(chunks)
+
+
+def _sha256_fd(fd, label, buffer_bytes=READ_BUFFER_BYTES, deadline=None):
+    # type: (int, str, int, float | None) -> tuple[str, int]
+    """(sha256 hex, size) of an open file, streamed through one reusable buffer; checks the deadline
+    before every buffer. Does not close fd."""
     digest = hashlib.sha256()
     buffer = bytearray(buffer_bytes)
     view = memoryview(buffer)
     size = 0
-    with open(path, "rb", buffering=0) as handle:
-        while True:
-            count = handle.readinto(buffer)
-            if not count:
-                break
-            digest.update(view[:count])
-            size += count
+    while True:
+        _check_deadline(deadline, "hashing %s (%d bytes read)" % (label, size))
+        count = os.readv(fd, [buffer])
+        if not count:
+            break
+        digest.update(view[:count])
+        size += count
     return digest.hexdigest(), size
+
+
+def sha256_file(path, buffer_bytes=READ_BUFFER_BYTES, deadline=None):
+    # type: (str, int, float | None) -> tuple[str, int]
+    """(sha256 hex, size) of a regular file (not through a symbolic link), streamed through one reusable
+    buffer; raises VerifyTimeout once time.monotonic() passes deadline."""
+    fd, _info = open_regular(path)
+    try:
+        return _sha256_fd(fd, os.path.basename(path), buffer_bytes, deadline)
+    finally:
+        os.close(fd)
+
+
+def check_json_depth(text, limit):
+    # type: (str, int) -> None
+    """Raise CheckpointFormatError when JSON text nests arrays and objects deeper than limit. Counted in
+    one loop, without recursion (json.loads recurses, and a deep enough document makes it raise
+    RecursionError); strings are skipped, so brackets inside them do not count."""
+    depth = 0
+    match = _JSON_SPECIAL_RE.search(text)
+    while match:
+        char = match.group()
+        position = match.end()
+        if char == '"':
+            tail = _JSON_STRING_TAIL_RE.match(text, position)
+            if tail is None:
+                raise CheckpointFormatError("unterminated JSON string")
+            position = tail.end()
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                raise CheckpointFormatError("JSON nests deeper than %d levels" % limit)
+        else:
+            depth -= 1
+        match = _JSON_SPECIAL_RE.search(text, position)
+
+
+def parse_manifest(raw):
+    # type: (bytes) -> object
+    """The parsed manifest.json bytes, within the size and nesting caps (not yet schema-checked)."""
+    if len(raw) > MANIFEST_MAX_BYTES:
+        raise CheckpointFormatError("%s is larger than %d bytes" % (MANIFEST_NAME, MANIFEST_MAX_BYTES))
+    text = raw.decode("utf-8")
+    check_json_depth(text, MANIFEST_MAX_DEPTH)
+    return json.loads(text)
 
 
 class CheckpointReport(object):
@@ -296,6 +466,7 @@ class CheckpointReport(object):
         self.name = os.path.basename(os.path.normpath(path))
         self.step = parse_step_dirname(self.name)  # type: int | None
         self.errors = []  # type: list[str]
+        self.timed_out = False
         self.manifest = None  # type: dict | None
         self.manifest_sha256 = None  # type: str | None
         self.files = {}  # type: dict[str, dict]
@@ -304,7 +475,7 @@ class CheckpointReport(object):
     @property
     def valid(self):
         # type: () -> bool
-        return not self.errors
+        return not self.errors and not self.timed_out
 
     def to_dict(self):
         # type: () -> dict
@@ -314,6 +485,7 @@ class CheckpointReport(object):
             "step": self.step,
             "valid": self.valid,
             "errors": list(self.errors),
+            "timed_out": self.timed_out,
             "manifest_sha256": self.manifest_sha256,
             "previous_step": manifest.get("previous_step"),
             "previous_manifest_sha256": manifest.get("previous_manifest_sha256"),
@@ -326,23 +498,32 @@ class CheckpointReport(object):
         }
 
 
-def _read_small(path, limit=16 << 20):
-    # type: (str, int) -> bytes
-    with open(path, "rb") as handle:
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise CheckpointFormatError("%s is larger than %d bytes" % (os.path.basename(path), limit))
-    return data
-
-
-def _list_checkpoint(path, report):
-    # type: (str, CheckpointReport) -> list[str] | None
-    """The sorted entries of a checkpoint directory, or None (with the error recorded) when there are none."""
-    if not os.path.isdir(path):
+def _open_checkpoint_dir(path, report):
+    # type: (str, CheckpointReport) -> int | None
+    """An fd of the checkpoint directory itself, never through a symbolic link; None with the error recorded."""
+    try:
+        info = os.lstat(path.rstrip("/") or "/")
+    except OSError:
+        report.errors.append("not a directory")
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        report.errors.append("is a symbolic link")
+        return None
+    if not stat.S_ISDIR(info.st_mode):
         report.errors.append("not a directory")
         return None
     try:
-        entries = sorted(os.listdir(path))
+        return os.open(path, _OPEN_DIR_FLAGS)
+    except OSError as exc:
+        report.errors.append("cannot open directory: %s" % exc.strerror)
+        return None
+
+
+def _list_checkpoint(dir_fd, report):
+    # type: (int, CheckpointReport) -> list[str] | None
+    """The sorted entries of a checkpoint directory, or None (with the error recorded) when there are none."""
+    try:
+        entries = sorted(os.listdir(dir_fd))
     except OSError as exc:
         report.errors.append("cannot list directory: %s" % exc.strerror)
         return None
@@ -352,29 +533,29 @@ def _list_checkpoint(path, report):
     return entries
 
 
-def _read_checkpoint_sums(path, entries, report):
-    # type: (str, list[str], CheckpointReport) -> dict[str, str] | None
+def _read_checkpoint_sums(dir_fd, entries, report):
+    # type: (int, list[str], CheckpointReport) -> dict[str, str] | None
     if SUMS_NAME not in entries:
         report.errors.append("%s missing" % SUMS_NAME)
         return None
     try:
-        return parse_sums(_read_small(os.path.join(path, SUMS_NAME)).decode("utf-8"))
+        return parse_sums(_read_small(SUMS_NAME, SUMS_MAX_BYTES, dir_fd).decode("utf-8"))
     except (CheckpointFormatError, UnicodeDecodeError, OSError) as exc:
         report.errors.append("%s unreadable: %s" % (SUMS_NAME, exc))
         return None
 
 
-def _read_checkpoint_manifest(path, entries, sums, report):
-    # type: (str, list[str], dict[str, str] | None, CheckpointReport) -> dict | None
+def _read_checkpoint_manifest(dir_fd, entries, sums, report):
+    # type: (int, list[str], dict[str, str] | None, CheckpointReport) -> dict | None
     """The manifest when it parses and follows the schema; also checks its hash against SHA256SUMS and
     its step against the directory name."""
     if MANIFEST_NAME not in entries:
         report.errors.append("%s missing" % MANIFEST_NAME)
         return None
     try:
-        raw = _read_small(os.path.join(path, MANIFEST_NAME))
+        raw = _read_small(MANIFEST_NAME, MANIFEST_MAX_BYTES, dir_fd)
         report.manifest_sha256 = hashlib.sha256(raw).hexdigest()
-        parsed = json.loads(raw.decode("utf-8"))
+        parsed = parse_manifest(raw)
         schema_errors = manifest_errors(parsed)
         report.errors.extend(schema_errors)
         report.manifest = None if schema_errors else parsed
@@ -410,52 +591,78 @@ def _expected_files(entries, sums, manifest, report):
     return expected
 
 
-def _verify_payload(path, name, sums, manifest, hash_files, report):
-    # type: (str, str, dict[str, str] | None, dict | None, bool, CheckpointReport) -> None
-    """One payload file: present and regular, the listed size, and (with hash_files) the listed sha256."""
-    file_path = os.path.join(path, name)
+def _verify_payload(dir_fd, name, sums, manifest, hash_files, deadline, report):
+    # type: (int, str, dict[str, str] | None, dict | None, bool, float | None, CheckpointReport) -> None
+    """One payload file: a regular file (no link), the listed size, and (with hash_files) the listed sha256."""
     entry = {"size": None, "sha256": None, "ok": False}  # type: dict
     report.files[name] = entry
     listed = manifest["files"].get(name) if manifest is not None else None
     listed_sha = (sums or {}).get(name) or (listed or {}).get("sha256")
     if listed is not None and sums is not None and name in sums and sums[name] != listed["sha256"]:
         report.errors.append("%s: sha256 differs between %s and %s" % (name, SUMS_NAME, MANIFEST_NAME))
-    if not os.path.isfile(file_path) or os.path.islink(file_path):
+    try:
+        fd, info = open_regular(name, dir_fd)
+    except CheckpointFormatError as exc:
+        report.errors.append(str(exc))
+        return
+    except OSError:
         report.errors.append("%s: missing or not a regular file" % name)
         return
-    size = os.path.getsize(file_path)
-    entry["size"] = size
-    report.bytes_total += size
-    if listed is not None and size != listed["size"]:
-        report.errors.append("%s: size %d, manifest says %d" % (name, size, listed["size"]))
+    try:
+        entry["size"] = info.st_size
+        report.bytes_total += info.st_size
+        if listed is not None and info.st_size != listed["size"]:
+            report.errors.append("%s: size %d, manifest says %d" % (name, info.st_size, listed["size"]))
+            return
+        if hash_files:
+            try:
+                entry["sha256"], _size = _sha256_fd(fd, name, deadline=deadline)
+            except OSError as exc:
+                report.errors.append("%s: unreadable: %s" % (name, exc.strerror))
+                return
+            if listed_sha is not None and entry["sha256"] != listed_sha:
+                report.errors.append("%s: sha256 mismatch" % name)
+                return
+        entry["ok"] = listed is not None or listed_sha is not None
+    finally:
+        os.close(fd)
+
+
+def _verify_into(report, hash_files, deadline):
+    # type: (CheckpointReport, bool, float | None) -> None
+    dir_fd = _open_checkpoint_dir(report.path, report)
+    if dir_fd is None:
         return
-    if hash_files:
-        try:
-            digest, _size = sha256_file(file_path)
-        except OSError as exc:
-            report.errors.append("%s: unreadable: %s" % (name, exc.strerror))
+    try:
+        entries = _list_checkpoint(dir_fd, report)
+        if entries is None:
             return
-        entry["sha256"] = digest
-        if listed_sha is not None and digest != listed_sha:
-            report.errors.append("%s: sha256 mismatch" % name)
-            return
-    entry["ok"] = listed is not None or listed_sha is not None
+        sums = _read_checkpoint_sums(dir_fd, entries, report)
+        manifest = _read_checkpoint_manifest(dir_fd, entries, sums, report)
+        for name in sorted(_expected_files(entries, sums, manifest, report)):
+            _verify_payload(dir_fd, name, sums, manifest, hash_files, deadline, report)
+    finally:
+        os.close(dir_fd)
 
 
-def verify_checkpoint(path, hash_files=True):
-    # type: (str, bool) -> CheckpointReport
+def verify_checkpoint(path, hash_files=True, deadline=None):
+    # type: (str, bool, float | None) -> CheckpointReport
     """Verify one checkpoint directory: SHA256SUMS, manifest schema, file set, sizes and hashes.
 
     With hash_files=False only the structure, the sizes and the manifest's own hash are checked (cheap).
+    Nothing is read through a symbolic link or from anything but a regular file. Once time.monotonic()
+    passes deadline the verification stops: the report is then `timed_out` (neither valid nor corrupt).
+    Any other failure while verifying becomes one of the report's errors, never an exception.
     """
     report = CheckpointReport(path)
-    entries = _list_checkpoint(path, report)
-    if entries is None:
-        return report
-    sums = _read_checkpoint_sums(path, entries, report)
-    manifest = _read_checkpoint_manifest(path, entries, sums, report)
-    for name in sorted(_expected_files(entries, sums, manifest, report)):
-        _verify_payload(path, name, sums, manifest, hash_files, report)
+    try:
+        _check_deadline(deadline, "before it started")
+        _verify_into(report, hash_files, deadline)
+    except VerifyTimeout as exc:
+        report.timed_out = True
+        report.errors.append("verification timed out: %s" % exc)
+    except Exception as exc:  # one checkpoint's failure, whatever it is, is that checkpoint's error
+        report.errors.append("verification failed: %s: %s" % (type(exc).__name__, exc))
     return report
 
 
@@ -471,6 +678,7 @@ class RootReport(object):
         self.deleting = []  # type: list[str]
         self.aside = []  # type: list[str]
         self.latest_hint = None  # type: str | None
+        self.timed_out = None  # type: str | None
 
     @property
     def newest_valid(self):
@@ -483,7 +691,8 @@ class RootReport(object):
     @property
     def corrupt(self):
         # type: () -> list[CheckpointReport]
-        return [report for report in self.checkpoints if not report.valid]
+        """Checkpoints found invalid; one whose verification timed out is not known to be either."""
+        return [report for report in self.checkpoints if not report.valid and not report.timed_out]
 
     def to_dict(self):
         # type: () -> dict
@@ -499,38 +708,75 @@ class RootReport(object):
             "deleting": list(self.deleting),
             "aside": list(self.aside),
             "latest_hint": self.latest_hint,
+            "timed_out": self.timed_out,
         }
+
+
+def read_latest_hint(root):
+    # type: (str) -> str | None
+    """The checkpoint name the root's `latest` holds, or None: also when `latest` is a symbolic link, not a
+    small regular file, or holds anything but a canonical step-N name. Never any other content."""
+    try:
+        text = _read_small(os.path.join(root, LATEST_NAME), LATEST_MAX_BYTES).decode("ascii").strip()
+    except (OSError, CheckpointFormatError, UnicodeDecodeError):
+        return None
+    return text if parse_step_dirname(text) is not None else None
 
 
 def _manifest_matches_sums(path):
     # type: (str) -> str | None
     """sha256 of a checkpoint's manifest.json when SHA256SUMS vouches for it, else None."""
     try:
-        raw = _read_small(os.path.join(path, MANIFEST_NAME))
-        sums = parse_sums(_read_small(os.path.join(path, SUMS_NAME)).decode("utf-8"))
+        dir_fd = os.open(path, _OPEN_DIR_FLAGS)
+    except OSError:
+        return None
+    try:
+        raw = _read_small(MANIFEST_NAME, MANIFEST_MAX_BYTES, dir_fd)
+        sums = parse_sums(_read_small(SUMS_NAME, SUMS_MAX_BYTES, dir_fd).decode("utf-8"))
     except (OSError, CheckpointFormatError, UnicodeDecodeError):
         return None
+    finally:
+        os.close(dir_fd)
     digest = hashlib.sha256(raw).hexdigest()
     return digest if sums.get(MANIFEST_NAME) == digest else None
 
 
-def verify_root(root, stop_at_first_valid=False, hash_files=True):
-    # type: (str, bool, bool) -> RootReport
-    """Verify every committed checkpoint under root, newest first, and check the manifest chain.
+def _check_chain(checkpoint, steps):
+    # type: (CheckpointReport, dict[int, str]) -> None
+    """A valid checkpoint's link to a present predecessor that its own SHA256SUMS vouches for."""
+    assert checkpoint.manifest is not None
+    previous = checkpoint.manifest["previous_step"]
+    if previous is None or previous not in steps:
+        return
+    vouched = _manifest_matches_sums(steps[previous])
+    if vouched is not None and vouched != checkpoint.manifest["previous_manifest_sha256"]:
+        checkpoint.errors.append(
+            "manifest chain broken: previous_manifest_sha256 does not match %s/%s"
+            % (step_dirname(previous), MANIFEST_NAME)
+        )
 
-    A checkpoint whose predecessor is present, and vouched for by the predecessor's own SHA256SUMS, must
-    name that predecessor's manifest hash; a pruned predecessor leaves the link unchecked. With
-    stop_at_first_valid, older checkpoints than the newest valid one are listed in `unverified`.
-    """
-    report = RootReport(root)
-    if not os.path.isdir(root):
-        raise CheckpointFormatError("checkpoint root %s is not a directory" % root)
+
+def noncanonical_report(path):
+    # type: (str) -> CheckpointReport
+    """The report of a step-<digits> directory whose name is not its step's canonical spelling."""
+    report = CheckpointReport(path)
+    step = int(_STEP_LIKE_RE.match(report.name).group(1))
+    report.errors.append("non-canonical name: step %d is spelled %s" % (step, step_dirname(step)))
+    return report
+
+
+def _scan_root(root, report):
+    # type: (str, RootReport) -> tuple[dict[int, str], list[str]]
+    """(canonical step -> path, paths of step-<digits> entries spelled otherwise); files the rest in report."""
     steps = {}  # type: dict[int, str]
+    odd = []  # type: list[str]
     for name in sorted(os.listdir(root)):
         full = os.path.join(root, name)
         step = parse_step_dirname(name)
         if step is not None:
             steps[step] = full
+        elif _STEP_LIKE_RE.match(name):
+            odd.append(full)
         elif parse_temp_dirname(name) is not None:
             report.stray_temp.append(full)
         elif parse_deleting_dirname(name) is not None:
@@ -538,27 +784,41 @@ def verify_root(root, stop_at_first_valid=False, hash_files=True):
         elif parse_aside_dirname(name) is not None:
             report.aside.append(full)
         elif name == LATEST_NAME:
-            try:
-                report.latest_hint = _read_small(full, 4096).decode("utf-8").strip()
-            except (OSError, UnicodeDecodeError, CheckpointFormatError):
-                report.latest_hint = None
+            report.latest_hint = read_latest_hint(root)
+    return steps, odd
+
+
+def verify_root(root, stop_at_first_valid=False, hash_files=True, deadline=None):
+    # type: (str, bool, bool, float | None) -> RootReport
+    """Verify every committed checkpoint under root, newest first, and check the manifest chain.
+
+    A checkpoint whose predecessor is present, and vouched for by the predecessor's own SHA256SUMS, must
+    name that predecessor's manifest hash; a pruned predecessor leaves the link unchecked. With
+    stop_at_first_valid, older checkpoints than the newest valid one are listed in `unverified`. When
+    time.monotonic() passes deadline, the checkpoint being verified is named in `timed_out` and the older
+    ones are listed in `unverified`. A step-<digits> directory spelled other than its step's canonical
+    name is reported last, invalid ("non-canonical name"), never ignored.
+    """
+    report = RootReport(root)
+    if not os.path.isdir(root):
+        raise CheckpointFormatError("checkpoint root %s is not a directory" % root)
+    steps, odd = _scan_root(root, report)
     found_valid = False
     for step in sorted(steps, reverse=True):
-        if found_valid and stop_at_first_valid:
+        if report.timed_out is not None or (found_valid and stop_at_first_valid):
             report.unverified.append(steps[step])
             continue
-        checkpoint = verify_checkpoint(steps[step], hash_files=hash_files)
-        if checkpoint.valid and checkpoint.manifest is not None:
-            previous = checkpoint.manifest["previous_step"]
-            if previous is not None and previous in steps:
-                vouched = _manifest_matches_sums(steps[previous])
-                if vouched is not None and vouched != checkpoint.manifest["previous_manifest_sha256"]:
-                    checkpoint.errors.append(
-                        "manifest chain broken: previous_manifest_sha256 does not match %s/%s"
-                        % (step_dirname(previous), MANIFEST_NAME)
-                    )
+        checkpoint = verify_checkpoint(steps[step], hash_files=hash_files, deadline=deadline)
+        if checkpoint.timed_out:
+            report.timed_out = checkpoint.path
+        elif checkpoint.valid:
+            try:
+                _check_chain(checkpoint, steps)
+            except Exception as exc:  # like any failure inside one checkpoint: its error, not the root's
+                checkpoint.errors.append("chain check failed: %s: %s" % (type(exc).__name__, exc))
         report.checkpoints.append(checkpoint)
         found_valid = found_valid or checkpoint.valid
+    report.checkpoints.extend(noncanonical_report(path) for path in odd)
     return report
 
 
