@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .problems import bad_request, not_found, unprocessable
+from .schema import query_int
 
 
 @dataclass(frozen=True)
@@ -100,9 +101,9 @@ DATA_CENTERS: tuple[DataCenter, ...] = (
     ),
 )
 
-_CUDA = re.compile(r"^\d+\.\d+$")
-_CUDA_FLOOR = re.compile(r"^\d+(\.\d+)?$")
-_COUNTRY = re.compile(r"^[A-Z]{2}$")
+_CUDA = re.compile(r"[0-9]+\.[0-9]+")
+_CUDA_FLOOR = re.compile(r"[0-9]+(\.[0-9]+)?")
+_COUNTRY = re.compile(r"[A-Z]{2}")
 
 
 def gpu_type(gpu_id: str) -> GpuType | None:
@@ -127,11 +128,16 @@ def _best_level(levels: list[str]) -> str:
 
 
 def _csv(query: dict[str, list[str]], name: str) -> list[str] | None:
+    """A comma-separated list parameter (form style, explode=false); an empty item (`a,,b`, `,`, or an empty
+    value, which is one empty item) is a 400 naming the parameter."""
     if name not in query:
         return None
     values: list[str] = []
     for raw in query[name]:
-        values.extend(item.strip() for item in raw.split(",") if item.strip())
+        items = [item.strip() for item in raw.split(",")]
+        if not all(items):
+            raise bad_request(f"{name}: {raw[:80]!r} has an empty item")
+        values.extend(items)
     return values
 
 
@@ -176,12 +182,12 @@ def parse_availability_query(query: dict[str, list[str]], products: list[str], f
     result = AvailabilityQuery(include=wants)
     if for_cpu:
         if "vcpuCount" in query:
-            result.vcpu_count = _int_param(query, "vcpuCount", 2)
+            result.vcpu_count = query_int(query, "vcpuCount", 2, 2)
             if result.vcpu_count & (result.vcpu_count - 1):
                 raise bad_request("vcpuCount must be a power of two")
         return result
     if "count" in query:
-        result.count = _int_param(query, "count", 1)
+        result.count = query_int(query, "count", 1, 1)
     if "cloud" in query:
         cloud = query["cloud"][0]
         if cloud not in ("SECURE", "COMMUNITY"):
@@ -189,30 +195,19 @@ def parse_availability_query(query: dict[str, list[str]], products: list[str], f
         result.cloud = cloud
     result.countries = _csv(query, "countryCodes")
     for code in result.countries or []:
-        if not _COUNTRY.match(code):
+        if not _COUNTRY.fullmatch(code):
             raise unprocessable([f"countryCodes: {code!r} is not an uppercase ISO 3166-1 alpha-2 code"])
     result.cuda_versions = _csv(query, "cudaVersions")
     for version in result.cuda_versions or []:
-        if not _CUDA.match(version):
+        if not _CUDA.fullmatch(version):
             raise unprocessable([f"cudaVersions: {version!r} is not major.minor"])
     if "minCudaVersion" in query:
         result.min_cuda = query["minCudaVersion"][0]
-        if not _CUDA_FLOOR.match(result.min_cuda):
+        if not _CUDA_FLOOR.fullmatch(result.min_cuda):
             raise unprocessable([f"minCudaVersion: {result.min_cuda!r} is not major or major.minor"])
     if result.cuda_versions is not None and result.min_cuda is not None:
         raise bad_request("cudaVersions and minCudaVersion are mutually exclusive")
     return result
-
-
-def _int_param(query: dict[str, list[str]], name: str, minimum: int) -> int:
-    raw = query[name][0]
-    try:
-        value = int(raw)
-    except ValueError:
-        raise unprocessable([f"{name}: {raw!r} is not an integer"]) from None
-    if value < minimum:
-        raise unprocessable([f"{name}: must be >= {minimum}"])
-    return value
 
 
 def _cuda_matches(version: str, query: AvailabilityQuery) -> bool:

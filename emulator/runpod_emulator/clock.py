@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import threading
 import time
 
@@ -24,6 +25,8 @@ class Clock:
             return self._offset_s
 
     def advance(self, seconds: float) -> None:
+        if not math.isfinite(seconds):
+            raise ValueError(f"cannot advance the clock by {seconds!r} s")
         with self._lock:
             self._offset_s += seconds
 

@@ -416,6 +416,10 @@ class Engine:
         for found in (self.backend.list_containers() or {}).values():
             self.backend.remove_container(found.container_id)
 
+    def pod_limits(self, body: dict) -> list[str]:
+        """What the backend cannot run in a pod create or update body (schema-valid): see PodBackend.check_pod."""
+        return [f"{error} (a limit of the {self.backend.name} backend)" for error in self.backend.check_pod(body)]
+
     def pod_logs(self, pod_id: str) -> list[tuple[float, str]]:
         """(epoch, line) of the output of the pod's current container."""
         return self.backend.container_logs(pod_id)

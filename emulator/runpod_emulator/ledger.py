@@ -8,6 +8,7 @@ from typing import Any
 
 from .clock import parse_rfc3339, to_rfc3339
 from .problems import bad_request, unprocessable
+from .schema import query_int
 
 BUCKETS = ["hour", "day", "week", "month", "year"]
 # Billing windows stay within these bounds (1970-01-01 and 9000-01-01 UTC): beyond them Python's
@@ -104,10 +105,7 @@ class BillingWindow:
         if "lastN" in query:
             if has_range:
                 raise bad_request("lastN is mutually exclusive with startTime/endTime")
-            raw = query["lastN"][0]
-            if not raw.isdigit() or int(raw) < 1:
-                raise unprocessable([f"lastN: {raw!r} is not an integer >= 1"])
-            count = min(int(raw), self.MAX_BUCKETS)
+            count = min(query_int(query, "lastN", 1, 1), self.MAX_BUCKETS)
             self.end = bucket_next(bucket_floor(now, self.size), self.size)
             start = bucket_floor(now, self.size)
             for _step in range(count - 1):
@@ -136,9 +134,16 @@ class BillingWindow:
         return value
 
     def buckets(self) -> list[tuple[float, float]]:
+        """Every bucket of the window; a window of more than MAX_BUCKETS is refused (400), never cut short."""
         result = []
         start = self.start
-        while start < self.end and len(result) < self.MAX_BUCKETS:
+        while start < self.end:
+            if len(result) == self.MAX_BUCKETS:
+                raise bad_request(
+                    f"the window {to_rfc3339(self.start)} .. {to_rfc3339(self.end)} holds more than "
+                    f"{self.MAX_BUCKETS} {self.size} buckets (the emulator's cap): narrow startTime/endTime "
+                    "or use a larger bucketSize"
+                )
             end = bucket_next(start, self.size)
             result.append((start, end))
             start = end

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import threading
 from pathlib import Path
@@ -34,6 +35,42 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+class JsonNumberError(ValueError):
+    """A number JSON's grammar allows but the emulator never takes: NaN, Infinity, an overflowing float, or
+    an integer with more digits than Python converts."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise JsonNumberError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JsonNumberError(f"number {text[:40]} is out of range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+        raise JsonNumberError(f"an integer of {len(text)} digits is too large") from None
+
+
+def loads_strict(data: str | bytes) -> Any:
+    """json.loads, refusing NaN, Infinity and out-of-range numbers (JsonNumberError, a ValueError)."""
+    return json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
+
+
+def read_json_strict(path: Path, default: Any = None) -> Any:
+    """A stored JSON file; ValueError when it holds NaN, Infinity or out-of-range numbers."""
+    try:
+        return loads_strict(path.read_text())
+    except FileNotFoundError:
+        return default
 
 
 def read_json(path: Path, default: Any = None) -> Any:

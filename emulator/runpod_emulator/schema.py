@@ -1,26 +1,84 @@
-"""A small JSON Schema subset and the request schemas of the v2 endpoints the emulator serves.
+r"""A small JSON Schema subset and the request schemas of the v2 endpoints the emulator serves.
 
 The real API answers 422 with one message per violation (`$.gpu.count: must be >= 1`); so does this.
 Only keywords the request bodies use are supported: type, required, properties, additionalProperties
-(false), items, minItems, maxItems, minimum, maximum, minLength, minProperties, enum, pattern.
+(false), items, minItems, maxItems, minimum, maximum, minLength, minProperties, propertyNames, enum, pattern.
+
+JSON Schema 2020-12 semantics where Python's differ: an integer is any number with a zero fractional part
+(`50.0` is the integer 50, and `require_valid` hands it on as 50), and `pattern` is an ECMA-262 regular
+expression (`ecma_regex`: `\s`, `\d`, `\w`, `.` and `$` mean what they mean in JavaScript).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
-from .problems import ApiError, unprocessable
+from .problems import ApiError, bad_request, unprocessable
+
+# Integers beyond 64 bits are refused: no real server stores them, and some would overflow a float here.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _is_integer(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+
 
 _TYPE_CHECKS = {
     "object": lambda v: isinstance(v, dict),
     "array": lambda v: isinstance(v, list),
     "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "integer": _is_integer,
     "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
     "boolean": lambda v: isinstance(v, bool),
     "null": lambda v: v is None,
 }
+
+# ECMA-262 character classes, written out for Python's `re` (whose \s, \d and \w are Unicode-wide and
+# differ: \x1c-\x1f and \x85 are \s in Python only, U+FEFF in ECMA only; Python's \d takes any digit).
+_ECMA_SPACE = r"\t\n\x0b\x0c\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_ECMA_CLASSES = {"s": _ECMA_SPACE, "d": "0-9", "w": "A-Za-z0-9_"}
+_ECMA_DOT = r"[^\n\r\u2028\u2029]"
+
+
+@functools.cache
+def ecma_regex(pattern: str) -> re.Pattern[str]:
+    r"""`pattern` (ECMA-262, as JSON Schema's `pattern` is) compiled for Python's `re` with the same meaning:
+    \s \d \w (and \S \D \W outside classes) become explicit classes, `.` excludes every line
+    terminator, `$` is the end of the input only (Python's also matches before a final newline)."""
+    out: list[str] = []
+    in_class = False
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\" and index + 1 < len(pattern):
+            escaped = pattern[index + 1]
+            body = _ECMA_CLASSES.get(escaped.lower())
+            if body is None:
+                out.append(pattern[index : index + 2])
+            elif escaped.islower():
+                out.append(body if in_class else f"[{body}]")
+            elif in_class:
+                raise ValueError(f"pattern {pattern!r}: \\{escaped} inside a character class is not supported")
+            else:
+                out.append(f"[^{body}]")
+            index += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "$":
+            char = r"\Z"
+        elif char == ".":
+            char = _ECMA_DOT
+        out.append(char)
+        index += 1
+    return re.compile("".join(out))
+
 
 _CUDA = r"^\d+\.\d+$"
 _SSH_KEY = r"^(ssh|ecdsa|sk)-[^\s]+ [^\s]+([ \t][^\n\r]*)?$"
@@ -43,6 +101,8 @@ def validate(value: Any, schema: dict[str, Any], path: str = "$") -> list[str]:
         if "pattern" in schema and not _matches(schema["pattern"], value):
             errors.append(f"{path}: does not match pattern {schema['pattern']}")
     if isinstance(value, int | float) and not isinstance(value, bool):
+        if "integer" in (wanted if isinstance(wanted, list) else [wanted]) and not INT64_MIN <= value <= INT64_MAX:
+            errors.append(f"{path}: must be a 64-bit integer")
         if "minimum" in schema and value < schema["minimum"]:
             errors.append(f"{path}: must be >= {schema['minimum']}")
         if "maximum" in schema and value > schema["maximum"]:
@@ -86,11 +146,25 @@ def _validate_object(value: dict[str, Any], schema: dict[str, Any], path: str) -
 
 
 def _matches(pattern: str, value: str) -> bool:
-    """JSON Schema (ECMA-262) pattern semantics: a final `$` is the end of the string, where Python's `$`
-    also matches before a trailing newline (so "22/tcp\n" would pass as a port)."""
-    if pattern.endswith("$") and not pattern.endswith("\\$"):
-        pattern = pattern[:-1] + r"\Z"
-    return re.search(pattern, value) is not None
+    """JSON Schema pattern semantics (ECMA-262, unanchored): see `ecma_regex`."""
+    return ecma_regex(pattern).search(value) is not None
+
+
+def integers_as_int(value: Any, schema: dict[str, Any]) -> Any:
+    """`value` (valid against `schema`) with every integral float where the schema wants an integer made
+    an int (50.0 -> 50); dicts and lists are changed in place."""
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for name, item in value.items():
+            sub = properties.get(name, extra if isinstance(extra, dict) else None)
+            if sub is not None:
+                value[name] = integers_as_int(item, sub)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        value[:] = [integers_as_int(item, schema["items"]) for item in value]
+    elif isinstance(value, float) and schema.get("type") == "integer":
+        return int(value)
+    return value
 
 
 def _json_type(value: Any) -> str:
@@ -101,10 +175,31 @@ def _json_type(value: Any) -> str:
 
 
 def require_valid(value: Any, schema: dict[str, Any]) -> None:
-    """Raise the API's 422 when `value` violates `schema`."""
+    """Raise the API's 422 when `value` violates `schema`; else make its integral floats ints (in place)."""
     errors = validate(value, schema)
     if errors:
         raise unprocessable(errors)
+    integers_as_int(value, schema)
+
+
+_ASCII_INT = re.compile(r"-?[0-9]+")
+
+
+def query_int(query: dict[str, list[str]], name: str, default: int, minimum: int, maximum: int | None = None) -> int:
+    """An integer query parameter, `default` when absent. Only ASCII digits count (str.isdigit and int()
+    also take '²' or '٣'): anything else is a 400 naming the parameter; out of range, a 422."""
+    values = query.get(name)
+    if not values:
+        return default
+    raw = values[0]
+    if not _ASCII_INT.fullmatch(raw):
+        raise bad_request(f"{name}: {raw[:40]!r} is not an integer (ASCII digits 0-9, optional '-')")
+    digits = raw.lstrip("-")
+    value = int(raw) if len(digits) <= 30 else (-1 if raw.startswith("-") else 1) * 10**30
+    if value < minimum or (maximum is not None and value > maximum):
+        bounds = f"from {minimum} to {maximum}" if maximum is not None else f">= {minimum}"
+        raise unprocessable([f"{name}: {raw[:40]!r} is not an integer {bounds}"])
+    return value
 
 
 def require_object(body: Any) -> dict[str, Any]:
@@ -115,13 +210,10 @@ def require_object(body: Any) -> dict[str, Any]:
     return body
 
 
-# The emulator hands env to podman and paths to `-v host:path`: names must be env names, no NUL, no colon.
-_ENV = {
-    "type": "object",
-    "propertyNames": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
-    "additionalProperties": {"type": "string", "pattern": r"^[^\x00]*$"},
-}
-_MOUNT_PATH = {"type": "string", "pattern": r"^/[^\x00:,]*$"}
+# As the spec has them: what the podman backend cannot run (env names, NUL, `:` in a mount path) is its own
+# check (PodmanBackend.check_pod), so the memory backend takes whatever RunPod's schema takes.
+_ENV = {"type": "object", "additionalProperties": {"type": "string"}}
+_MOUNT_PATH = {"type": "string"}
 _PORTS = {"type": "array", "items": {"type": "string", "pattern": _PORT}}
 _PERSISTENT = {
     "type": "object",
@@ -133,7 +225,7 @@ _NETWORK_MOUNT = {
     "type": "object",
     "required": ["volumeId", "path"],
     "additionalProperties": False,
-    "properties": {"volumeId": {"type": "string", "minLength": 1}, "path": _MOUNT_PATH},
+    "properties": {"volumeId": {"type": "string"}, "path": _MOUNT_PATH},
 }
 MOUNTS = {
     "type": "object",
@@ -144,7 +236,7 @@ _CONTAINER = {
     "args": {"type": "string"},
     "disk": {"type": "integer", "minimum": 1},
     "env": _ENV,
-    "image": {"type": "string", "minLength": 1},
+    "image": {"type": "string"},
     "ports": _PORTS,
     "registry": {"type": ["string", "null"]},
 }
@@ -171,7 +263,7 @@ CREATE_POD = {
             "required": ["id"],
             "additionalProperties": False,
             "properties": {
-                "id": {"type": "string", "minLength": 1},
+                "id": {"type": "string"},
                 "count": {"type": "integer", "minimum": 1},
                 "allowedCudaVersions": {"type": "array", "items": {"type": "string", "pattern": _CUDA}},
                 "minCudaVersion": {"type": "string", "pattern": _CUDA},

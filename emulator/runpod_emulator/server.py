@@ -12,6 +12,7 @@ import logging
 import re
 import socket
 import struct
+import sys
 import threading
 import time
 from collections import deque
@@ -23,12 +24,16 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from . import catalog, schema
 from .clock import to_rfc3339
 from .faults import FaultInjector
-from .problems import ApiError, problem_body
+from .persist import JsonNumberError, loads_strict
+from .problems import ApiError, bad_request, problem_body
 from .ratelimit import RateLimiter
 from .service import Service
 
 LOG = logging.getLogger("runpod_emulator.server")
 MAX_BODY_BYTES = 1 << 20
+# RFC 9110 token: what a request method may be made of.
+_METHOD_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")
 MAX_RECORDED_REQUESTS = 10000
 NO_BODY = object()
 
@@ -171,26 +176,36 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # pylint: disable=redefined-builtin
         LOG.debug("%s " + format, self.address_string(), *args)
 
-    def do_GET(self) -> None:
-        self._handle("GET")
+    def __getattr__(self, name: str) -> Any:
+        """`do_<METHOD>` for every method, so an unknown one is routed (405 with `Allow` on a known path,
+        404 elsewhere) instead of getting http.server's HTML 501 page."""
+        if name.startswith("do_"):
+            method = name[3:]
+            return lambda: self._handle(method)
+        raise AttributeError(name)
 
-    def do_POST(self) -> None:
-        self._handle("POST")
+    def parse_request(self) -> bool:
+        """http.server's request line and header parsing, minus what it lets through: HTTP/0.9 (an answer
+        without status line or headers) and methods that are not RFC 9110 tokens."""
+        if not super().parse_request():
+            return False
+        if self.request_version == "HTTP/0.9":
+            self.send_error(400, "HTTP/0.9 requests are not supported: send HTTP/1.0 or HTTP/1.1")
+            return False
+        if not _METHOD_TOKEN.fullmatch(self.command):
+            self.send_error(400, f"request method {self.command[:40]!r} is not an HTTP token")
+            return False
+        return True
 
-    def do_PUT(self) -> None:
-        self._handle("PUT")
-
-    def do_PATCH(self) -> None:
-        self._handle("PATCH")
-
-    def do_DELETE(self) -> None:
-        self._handle("DELETE")
-
-    def do_HEAD(self) -> None:
-        self._handle("HEAD")
-
-    def do_OPTIONS(self) -> None:
-        self._handle("OPTIONS")
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """Every error http.server answers itself (bad request line, oversized line or headers, bad version)
+        as problem+json, like the API's own errors, and the connection closed."""
+        self.close_connection = True
+        if self.request_version in ("HTTP/0.9", "", None):
+            self.request_version = "HTTP/1.0"  # so the status line and headers are written
+        self.log_error("code %d, message %s", code, message)
+        detail = message or explain or f"HTTP {code}"
+        self._send(code, problem_body(code, detail), {}, None, problem=True)
 
     def _handle(self, method: str) -> None:
         record: dict[str, Any] | None = None
@@ -218,7 +233,7 @@ class Handler(BaseHTTPRequestHandler):
             self._dispatch(request, is_api, extra_headers, record)
         except ApiError as exc:
             self._send(exc.status, exc.body(), {**extra_headers, **exc.headers}, record, problem=True)
-        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+        except (ConnectionError, TimeoutError):
             self.close_connection = True
         except Exception:
             LOG.exception("unhandled error on %s %s", method, self.path)
@@ -281,9 +296,9 @@ class Handler(BaseHTTPRequestHandler):
         raw_length = self.headers.get("Content-Length")
         if raw_length is None:
             return b""
-        if not raw_length.strip().isdigit():
+        if not _CONTENT_LENGTH.fullmatch(raw_length.strip()):
             self.close_connection = True
-            raise ApiError(400, "Content-Length is not a number")
+            raise ApiError(400, f"Content-Length {raw_length[:40]!r} is not a number (ASCII digits 0-9)")
         length = int(raw_length)
         if length > MAX_BODY_BYTES:
             self.close_connection = True
@@ -349,7 +364,7 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True  # the stream ends the connection
         try:
             self._follow_logs(pod_id, options["source"], events, last)
-        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+        except (ConnectionError, TimeoutError):
             raise
         except Exception:  # the headers are out: a problem+json answer would corrupt the stream, so end it
             LOG.exception("log stream of pod %s failed", pod_id)
@@ -396,20 +411,32 @@ def _request_record(
 
 
 def _parse_json(raw: bytes) -> Any:
+    """The body as JSON, or the ApiError to answer. NaN, Infinity and numbers that overflow are refused
+    here, so they never reach a record (a NaN clock offset on disk broke every later answer)."""
     if not raw.strip():
         return NO_BODY
     try:
-        return json.loads(raw)
+        return loads_strict(raw)
+    except JsonNumberError as exc:
+        return bad_request(f"request body is not acceptable JSON: {exc}")
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return ApiError(400, f"request body is not valid JSON: {exc}")
+        return bad_request(f"request body is not valid JSON: {exc}")
     except RecursionError:
-        return ApiError(400, "request body is not valid JSON: nested too deeply")
+        return bad_request("request body is not valid JSON: nested too deeply")
 
 
 class EmulatorHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
     allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up early is one log line; anything else keeps its traceback."""
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError | TimeoutError):
+            LOG.info("connection from %s ended early: %s: %s", client_address, type(error).__name__, error)
+            return
+        LOG.error("unhandled error on the connection from %s", client_address, exc_info=True)
 
 
 def make_server(app: EmulatorApp, host: str, port: int) -> EmulatorHTTPServer:

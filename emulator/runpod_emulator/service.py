@@ -94,6 +94,7 @@ class Service:
     def _checked_create(self, body: dict[str, Any]) -> _CreateRequest:
         """Validate a create body (all but placement); what it asks for, resolved against the catalog."""
         schema.require_valid(body, schema.CREATE_POD)
+        self._require_runnable(body)
         if "templateId" in body:
             raise ApiError(404, f"template {body['templateId']} not found (templates are not emulated)")
         if "image" not in body:
@@ -116,6 +117,12 @@ class Service:
         if cpu is not None and cloud != "SECURE":
             raise bad_request("CPU pods run on SECURE cloud only")
         return _CreateRequest(cloud, mounts, gpu, gpu_type, cpu, flavor)
+
+    def _require_runnable(self, body: dict[str, Any]) -> None:
+        """The backend's own limits (podman: env names, mount paths), beyond RunPod's schema: 422."""
+        errors = self.engine.pod_limits(body)
+        if errors:
+            raise schema.unprocessable(errors)
 
     def _new_pod(self, body: dict[str, Any], hardware: _CreateRequest, center: catalog.DataCenter, now: float) -> Pod:
         env = dict(body.get("env", {}))
@@ -236,6 +243,7 @@ class Service:
         with self.store.lock:
             pod = self._pod(pod_id)
             schema.require_valid(body, schema.UPDATE_POD)
+            self._require_runnable(body)
             if "templateId" in body:
                 raise ApiError(404, f"template {body['templateId']} not found (templates are not emulated)")
             mounts = self._patched_mounts(pod, body.get("mounts"))
@@ -327,20 +335,18 @@ class Service:
         source = query.get("source", [None])[0]
         if source is not None and source not in ("container", "system"):
             raise schema.unprocessable([f"source: {source!r} is not one of container, system"])
-        raw_tail = query.get("tail", ["100"])[0]
-        if not raw_tail.isdigit() or int(raw_tail) > 5000:
-            raise schema.unprocessable([f"tail: {raw_tail!r} is not an integer from 0 to 5000"])
-        start_after = None
-        for name, raw in (("Last-Event-ID", last_event_id), ("since", query.get("since", [None])[0])):
+        tail = schema.query_int(query, "tail", 100, 0, 5000)
+        # Both are validated; Last-Event-ID (strictly after) wins over since (at or after).
+        moments = {}
+        for name, raw in (("since", query.get("since", [None])[0]), ("Last-Event-ID", last_event_id)):
             if raw is None:
                 continue
             try:
-                start_after = parse_rfc3339(raw)
+                moments[name] = parse_rfc3339(raw)
             except ValueError:
                 raise schema.unprocessable([f"{name}: {raw!r} is not an RFC 3339 date-time"]) from None
-            start_after = start_after if name == "Last-Event-ID" else start_after - 1e-6
-            break
-        return {"source": source, "start_after": start_after, "tail": int(raw_tail)}
+        start_after = moments.get("Last-Event-ID", moments["since"] - 1e-6 if "since" in moments else None)
+        return {"source": source, "start_after": start_after, "tail": tail}
 
     def log_events(self, pod_id: str, source: str | None, after: float | None) -> list[dict[str, Any]]:
         """Log events of the pod (system lines and its container's output), oldest first, newer than `after`."""

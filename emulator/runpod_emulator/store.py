@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import shutil
 import threading
 from pathlib import Path
 from typing import Any
 
 from .models import NetworkVolume, Pod, Record
-from .persist import atomic_write_json, read_json, remove_file
+from .persist import atomic_write_json, loads_strict, read_json, read_json_strict, remove_file
 
 LOG = logging.getLogger("runpod_emulator.store")
 MAX_LOG_LINES = 10000
@@ -40,19 +41,28 @@ class Store:
         self._load()
 
     def _load(self) -> None:
-        self.account.update(read_json(self.db_dir / "account.json", {}))
+        self._load_account()
         self.pods.update(_load_records(self.db_dir / "pods", Pod))
         self.volumes.update(_load_records(self.db_dir / "volumes", NetworkVolume))
         for path in self.logs_dir.glob("*.jsonl"):
             events = []
             for line in path.read_text(errors="replace").splitlines():
                 try:
-                    events.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue  # a line cut short by a kill
+                    events.append(loads_strict(line))
+                except ValueError:
+                    continue  # a line cut short by a kill (or a NaN an older version let in)
             self.logs[path.stem] = events[-MAX_LOG_LINES:]
             if events:
                 self._last_log_ts[path.stem] = events[-1]["t"]
+
+    def _load_account(self) -> None:
+        """account.json; a clock offset that is not a finite number (older versions took NaN from the admin
+        API, and every answer then failed) is dropped with a warning: the clock starts unshifted."""
+        self.account.update(read_json(self.db_dir / "account.json", {}))
+        offset = self.account.get("clockOffset", 0.0)
+        if isinstance(offset, bool) or not isinstance(offset, int | float) or not math.isfinite(offset):
+            LOG.warning("ignoring clockOffset %r in %s: not a finite number", offset, self.db_dir / "account.json")
+            self.account["clockOffset"] = 0.0
 
     # Records -------------------------------------------------------------------------------------------
 
@@ -117,7 +127,11 @@ def _load_records(directory: Path, model: type[Record]) -> dict[str, Any]:
     """The records of one directory by id; a file that is not a record of `model` is skipped with a warning."""
     loaded = {}
     for path in sorted(directory.glob("*.json")):
-        record = read_json(path)
+        try:
+            record = read_json_strict(path)
+        except ValueError as exc:
+            LOG.warning("ignoring %s: %s", path, exc)
+            continue
         if not isinstance(record, dict) or "id" not in record:
             continue
         try:

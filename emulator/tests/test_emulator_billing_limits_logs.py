@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import time
 
 import pytest
-from emulator_helpers import GPU, gpu_pod_body
+from emulator_helpers import GPU, gpu_pod_body, read_events
 from runpod_emulator.ratelimit import RateLimiter
 from runpod_emulator.testing import EmulatorProcess
 
@@ -96,32 +95,6 @@ def test_retry_after_is_never_before_the_window_resets():
     assert '"minute";r=0;t=60' in refused.headers["RateLimit"]
     assert not limiter.check("key", now=60.3 + refused.retry_after_s - 1).allowed
     assert limiter.check("key", now=60.3 + refused.retry_after_s).allowed
-
-
-def read_events(port: int, api_key: str, path: str, want: int, extra_headers: str = "", timeout_s: float = 5):
-    """Open an SSE stream, return (status line, the first `want` events) and close it."""
-    events: list[tuple[str, dict]] = []
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as conn:
-        conn.sendall(
-            f"GET {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {api_key}\r\n{extra_headers}\r\n".encode()
-        )
-        buffer = b""
-        deadline = time.monotonic() + timeout_s
-        while len(events) < want and time.monotonic() < deadline:
-            try:
-                chunk = conn.recv(65536)
-            except TimeoutError:
-                break
-            if not chunk:
-                break
-            buffer += chunk
-            head, _sep, stream = buffer.partition(b"\r\n\r\n")
-            events = []
-            for block in stream.decode().split("\n\n"):
-                lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line and line[0] != ":")
-                if "id" in lines and "data" in lines:
-                    events.append((lines["id"], json.loads(lines["data"])))
-    return head.decode().splitlines()[0], events
 
 
 def test_sse_logs_tail_since_last_event_id_and_follow(memory_emulator):

@@ -248,3 +248,21 @@ def test_sse_container_logs(podman_emulator, ssh_keypair):
     assert b"pod status PROVISIONING -> STARTING" in data and b"pod status STARTING -> RUNNING" in data
     assert b'"source": "container", "line": "trainer-says-hello"' in data
     action(podman_emulator, pod["id"], "terminate")
+
+
+def test_podman_backend_refuses_what_podman_cannot_run(podman_emulator):
+    """Limits of the podman backend beyond RunPod's schema (the memory backend takes all of these)."""
+    for extra, needle in (
+        ({"env": {"A=B": "1"}}, "$.env: property name 'A=B' does not match"),
+        ({"env": {"A": "a\u0000b"}}, "$.env.A: does not match"),
+        ({"mounts": {"persistent": {"size": 10, "path": "/a:/b"}}}, "$.mounts.persistent.path"),
+        ({"mounts": {"network": [{"volumeId": "", "path": "/v"}]}}, "$.mounts.network[0].volumeId"),
+    ):
+        body = {"name": "limits", "image": "i", "gpu": {"id": GPU}, **extra}
+        status, _h, problem = podman_emulator.api("POST", "/v2/pods", body)
+        assert status == 422 and needle in problem["detail"], (extra, problem)
+        assert "a limit of the podman backend" in problem["detail"], problem
+    pod = create(podman_emulator, name="limits-patch")
+    status, _h, problem = podman_emulator.api("PATCH", f"/v2/pods/{pod['id']}", {"env": {"1X": "v"}})
+    assert status == 422 and "property name '1X'" in problem["detail"], problem
+    action(podman_emulator, pod["id"], "terminate")

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-from emulator_helpers import GPU
+from emulator_helpers import GPU, IMPLEMENTED
 from runpod_emulator.testing import EmulatorProcess
 
 openapi_core = pytest.importorskip("openapi_core")
@@ -31,32 +31,6 @@ SPEC_CANDIDATES = [
 ]
 SERVER = "https://api.runpod.io"
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB7v0vbBPx6cRvtmn4rEyQcW1cBW3fF+Zd9U1ySiagsM spec@test"
-
-# (method, path template) of every operation the emulator implements.
-IMPLEMENTED = {
-    ("GET", "/v2/pods"),
-    ("POST", "/v2/pods"),
-    ("GET", "/v2/pods/{id}"),
-    ("PATCH", "/v2/pods/{id}"),
-    ("DELETE", "/v2/pods/{id}"),
-    ("POST", "/v2/pods/{id}/action"),
-    ("GET", "/v2/pods/{id}/logs"),
-    ("GET", "/v2/network-volumes"),
-    ("POST", "/v2/network-volumes"),
-    ("GET", "/v2/network-volumes/{id}"),
-    ("PATCH", "/v2/network-volumes/{id}"),
-    ("DELETE", "/v2/network-volumes/{id}"),
-    ("GET", "/v2/account/ssh-keys"),
-    ("PUT", "/v2/account/ssh-keys"),
-    ("GET", "/v2/catalog/gpus"),
-    ("GET", "/v2/catalog/gpus/{id}"),
-    ("GET", "/v2/catalog/cpus"),
-    ("GET", "/v2/catalog/cpus/{id}"),
-    ("GET", "/v2/catalog/datacenters"),
-    ("GET", "/v2/catalog/datacenters/{id}"),
-    ("GET", "/v2/billing/pods"),
-    ("GET", "/v2/billing/network-volumes"),
-}
 
 
 def spec_path() -> Path:

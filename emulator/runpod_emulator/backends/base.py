@@ -39,6 +39,10 @@ class PodBackend(Protocol):
     # True when operations return at once: the engine then runs them inline instead of in its pool.
     instant: bool
 
+    def check_pod(self, body: dict) -> list[str]:
+        """What this backend cannot run in a create or update body that RunPod's schema allows: one
+        `<json path>: <message>` per violation (answered 422); none for the memory backend."""
+
     def launch(self, spec: LaunchSpec) -> None:
         """Create and start the pod's container (replacing any stale one of the same name)."""
 

@@ -27,6 +27,9 @@ class MemoryBackend:
         # Last port per pod: a start must never hand out the same port again (as on RunPod).
         self._last_port: dict[str, int] = {}
 
+    def check_pod(self, body: dict) -> list[str]:
+        return []
+
     def launch(self, spec: LaunchSpec) -> None:
         return None
 

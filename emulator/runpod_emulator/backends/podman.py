@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from .. import schema
 from ..clock import parse_rfc3339
 from .base import BackendError, ContainerState, LaunchSpec
 
@@ -27,6 +28,31 @@ LABEL_GEN = "trainops.emulator.gen"
 # Names podman itself needs from its environment: values for these go on the command line instead.
 _PODMAN_OWN_ENV = {"PATH", "HOME", "TMPDIR", "CONTAINERS_CONF", "LANG", "LC_ALL", "USER", "SHELL"}
 _COMMAND_TIMEOUT_S = 120.0
+# What podman can run, beyond RunPod's schema (docs/emulator.md, differences): env reaches podman through
+# its environment (`-e NAME`), so names must be environment names and values encodable with no NUL; mount
+# paths go into `-v host:path[:ro]`, so they must be absolute with no `:` `,` or NUL; an empty volumeId
+# would name the directory of every volume.
+_MOUNT_PATH = {"type": "string", "pattern": r"^/[^\x00:,]*$"}
+POD_LIMITS = {
+    "type": "object",
+    "properties": {
+        "env": {
+            "type": "object",
+            "propertyNames": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+            "additionalProperties": {"type": "string", "pattern": r"^[^\x00\ud800-\udfff]*$"},
+        },
+        "mounts": {
+            "type": "object",
+            "properties": {
+                "persistent": {"type": "object", "properties": {"path": _MOUNT_PATH}},
+                "network": {
+                    "type": "array",
+                    "items": {"type": "object", "properties": {"volumeId": {"minLength": 1}, "path": _MOUNT_PATH}},
+                },
+            },
+        },
+    },
+}
 
 
 class PodmanBackend:
@@ -68,6 +94,10 @@ class PodmanBackend:
             )
         except subprocess.TimeoutExpired:
             raise BackendError(f"podman {args[0]} did not finish within {timeout_s:.0f} s") from None
+
+    def check_pod(self, body: dict) -> list[str]:
+        """Violations of POD_LIMITS by a create or update body (already valid against RunPod's schema)."""
+        return schema.validate(body, POD_LIMITS)
 
     def check_image(self) -> None:
         result = self._run(["image", "exists", self.image], timeout_s=60)
