@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from runpod_integration_helpers import MUTATING, live_pods, recorded, run_playbook, spec_violations
 
 
@@ -117,3 +118,70 @@ def test_spec_check_catches_a_bad_request(openapi):
         {"method": "GET", "path": "/v2/catalog/gpus", "query_string": "include=EVERYTHING", "body": None},
     ]
     assert len(spec_violations(openapi, bad)) == 3
+
+
+# Inputs that used to report a change in check mode and fail for real: each case is the task's loop item
+# (``case`` its id, ``expect`` a part of the message). The volume delete is its own task.
+PREDICT_CASES = [
+    {"case": "port-without-protocol", "ports": ["22"], "expect": "port '22' is not port/protocol"},
+    {"case": "port-unknown-protocol", "ports": ["22/xyz"], "expect": "port '22/xyz' is not port/protocol"},
+    {"case": "port-trailing-newline", "ports": ["22/tcp\n"], "expect": "is not port/protocol"},
+    {"case": "port-out-of-range", "ports": ["70000/tcp"], "expect": "out of range: 1..65535"},
+    {"case": "env-name-digit", "env": {"1BAD": "x"}, "expect": "env name '1BAD' is not a valid"},
+    {"case": "env-name-dash", "env": {"BAD-KEY": "x"}, "expect": "env name 'BAD-KEY' is not a valid"},
+    {"case": "env-value-nul", "env": {"GOOD": "a\u0000b"}, "expect": "holds a NUL byte"},
+    {"case": "env-reserved", "env": {"TRAINOPS_CREATE_TOKEN": "x"}, "expect": "TRAINOPS_CREATE_TOKEN is reserved"},
+    {"case": "persistent-relative", "persistent_volume_size": 20, "persistent_volume_path": "workspace",
+     "expect": "persistent_volume_path 'workspace' is not an absolute path"},
+    {"case": "persistent-colon", "persistent_volume_size": 20, "persistent_volume_path": "/data:rw",
+     "expect": "must not contain ':'"},
+    {"case": "network-relative", "network_volume_path": "data", "expect": "network_volume_path 'data' is not an absolute"},
+    {"case": "network-colon", "network_volume_path": "/data:ro", "expect": "network_volume_path '/data:ro' must not"},
+    {"case": "unknown-cpu-flavor", "cpu_flavor": "cpu9x", "vcpu_count": 4, "expect": "unknown cpu_flavor 'cpu9x'"},
+    {"case": "vcpu-1024", "cpu_flavor": "cpu3c", "vcpu_count": 1024,
+     "expect": "vcpu_count must be a power of two from 2 to 32 for cpu3c, got 1024"},
+    {"case": "cuda-99.9", "min_cuda_version": "99.9", "expect": "no host offers CUDA 99.9 or newer"},
+    {"case": "gpu-not-in-dc", "gpu_type": "NVIDIA A100 80GB PCIe", "data_center_ids": ["EU-RO-1"],
+     "expect": "is not offered in data center EU-RO-1; it is offered in: US-TX-3"},
+    {"case": "gpu-count-bool", "gpu_count": True, "expect": "gpu_count must be an integer, got true"},
+    {"case": "vcpu-with-gpu", "vcpu_count": 4, "expect": "vcpu_count applies to CPU pods"},
+    {"case": "rename-to-taken", "rename": True, "name": "trainops-pred-other", "expect": "already have that name"},
+    # Check mode only warns here: an earlier task of the same check run may only have pretended to register a key.
+    {"case": "ssh-wait-without-keys", "wait": True, "expect": "the account has no registered SSH keys"},
+]
+CHECK_MODE_WARNS = ("ssh-wait-without-keys",)
+
+
+@pytest.fixture(scope="module")
+def predicted(memory_emulator):
+    """The predict playbook in check mode, then for real, on an emulator emptied first; and what was left."""
+    memory_emulator.admin("POST", "/_emulator/reset")
+    memory_emulator.admin("DELETE", "/_emulator/faults")
+    runs = {}
+    for mode in ("check", "real"):
+        run = run_playbook(memory_emulator, "predict.yml", {"cases": PREDICT_CASES}, check=mode == "check")
+        assert run.rc == 0, run.explain()
+        runs[mode] = run
+    left = sorted(p["name"] for p in live_pods(memory_emulator))
+    volumes = memory_emulator.api("GET", "/v2/network-volumes")[2]["networkVolumes"]
+    return runs, left, [v["name"] for v in volumes]
+
+
+def _case_result(run, case):
+    if case == "attached-volume-delete":
+        return run.task("Delete the attached volume")
+    results = run.task("Pod inputs that cannot succeed")["results"]
+    return next(r for r in results if r["item"]["case"] == case)
+
+
+@pytest.mark.parametrize("case", [c["case"] for c in PREDICT_CASES] + ["attached-volume-delete"])
+def test_check_mode_fails_as_the_real_run_does(predicted, case):
+    runs, left, volumes = predicted
+    expect = next((c["expect"] for c in PREDICT_CASES if c["case"] == case), "is attached to pod(s)")
+    check, real = _case_result(runs["check"], case), _case_result(runs["real"], case)
+    assert real.get("failed") and expect in real["msg"], real
+    assert not real.get("changed") and not real.get("created")
+    if case not in CHECK_MODE_WARNS:
+        assert check.get("failed") and check["msg"] == real["msg"], (check, real)
+        assert not check.get("changed")
+    assert left == ["trainops-pred-other", "trainops-pred-user"] and volumes == ["trainops-pred-vol"]
