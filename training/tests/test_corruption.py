@@ -192,12 +192,18 @@ PLAYBOOK = """
         python: "{{ python_without_torch }}"
       register: no_torch
       ignore_errors: true
+    - name: A FIFO latest, a linked step, an odd spelling and a 1 TiB sparse file fail it within verify_timeout
+      trainops.gpu.checkpoint_verify:
+        path: "{{ hostile_root }}"
+        verify_timeout: 2
+      register: hostile
+      ignore_errors: true
     - name: Write what the module returned
       ansible.builtin.copy:
         content: "{{ {'verified': verified.results, 'single': single_verified.results,
                       'quarantine_check': quarantine_check, 'quarantine_real': quarantine_real,
                       'quarantine_again': quarantine_again, 'quarantine_locked': quarantine_locked,
-                      'none_valid': none_valid,
+                      'none_valid': none_valid, 'hostile': hostile,
                       'load_hangs': load_hangs, 'load_killed': load_killed, 'no_torch': no_torch} | to_json }}"
         dest: "{{ out }}"
         mode: "0644"
@@ -232,7 +238,42 @@ def _damaged_roots(tmp_path: pathlib.Path, pristine: pathlib.Path) -> dict[str, 
     shutil.copytree(pristine / "ckpt" / checkpoint_format.step_dirname(PREVIOUS_STEP), roots["deleting"])
     roots["empty"] = tmp_path / "empty_root"
     roots["empty"].mkdir()
+    roots["hostile"] = _hostile_root(tmp_path, pristine)
     return roots
+
+
+def _hostile_root(tmp_path: pathlib.Path, pristine: pathlib.Path) -> pathlib.Path:
+    """A root built to hang or fool a verifier: `latest` is a FIFO, step 130 is a symbolic link to a valid
+    checkpoint elsewhere, step-000000120 spells step 120 with 9 digits, and step 120's optim.pt is a 1 TiB
+    sparse file listed at that size (self-consistent manifest and SHA256SUMS, so only hashing could tell)."""
+    ckpt = tmp_path / "hostile" / "ckpt"
+    shutil.copytree(pristine / "ckpt", ckpt)
+    (ckpt / checkpoint_format.LATEST_NAME).unlink()
+    os.mkfifo(ckpt / checkpoint_format.LATEST_NAME)
+    (ckpt / checkpoint_format.step_dirname(130)).symlink_to(pristine / "ckpt" / NEWEST)
+    shutil.copytree(pristine / "ckpt" / NEWEST, ckpt / "step-000000120")
+    newest = ckpt / NEWEST
+    os.truncate(newest / "optim.pt", 1 << 40)
+    manifest = json.loads((newest / checkpoint_format.MANIFEST_NAME).read_text())
+    manifest["files"]["optim.pt"]["size"] = 1 << 40
+    data = checkpoint_format.manifest_bytes(manifest)
+    (newest / checkpoint_format.MANIFEST_NAME).write_bytes(data)
+    sums = checkpoint_format.parse_sums((newest / checkpoint_format.SUMS_NAME).read_text())
+    sums[checkpoint_format.MANIFEST_NAME] = hashlib.sha256(data).hexdigest()
+    (newest / checkpoint_format.SUMS_NAME).write_text(checkpoint_format.format_sums(sums))
+    return ckpt
+
+
+def _check_hostile(hostile: dict, root: pathlib.Path) -> None:
+    assert hostile["failed"] is True and "timed out after 2 seconds (verify_timeout)" in hostile["msg"], hostile
+    assert hostile["timed_out"] == str(root / NEWEST) and hostile["latest_hint"] is None
+    assert hostile["unverified"] == [str(root / checkpoint_format.step_dirname(s)) for s in (100, 80)]
+    corrupt = {entry["path"]: entry["errors"] for entry in hostile["corrupt"]}
+    assert corrupt == {
+        str(root / checkpoint_format.step_dirname(130)): ["is a symbolic link"],
+        str(root / "step-000000120"): ["non-canonical name: step 120 is spelled step-00000120"],
+    }, corrupt
+    assert hostile["newest_valid_step"] is None and hostile["changed"] is False
 
 
 def _run_verify_playbook(tmp_path: pathlib.Path, extra: dict, locked_root: pathlib.Path) -> dict:
@@ -306,6 +347,7 @@ def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
         "quarantine_root": str(roots["quarantine"]),
         "locked_root": str(roots["locked"]),
         "empty_root": str(roots["empty"]),
+        "hostile_root": str(roots["hostile"]),
         **interpreters,
     }
     out = _run_verify_playbook(tmp_path, extra, roots["locked"])
@@ -317,6 +359,7 @@ def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
     assert run["kind"] == "root" and run["path"] == str(pristine / "ckpt") and run["newest_valid_step"] == 120
     _check_quarantine(out, roots)
     assert out["none_valid"]["failed"] is True and "no valid checkpoint" in out["none_valid"]["msg"]
+    _check_hostile(out["hostile"], roots["hostile"])
     assert out["load_hangs"]["failed"] is True and "timed out after 1 seconds" in out["load_hangs"]["msg"]
     killed = out["load_killed"]
     assert killed["failed"] is True and "timed out" not in killed["msg"], killed["msg"]

@@ -1,6 +1,7 @@
-"""Crash consistency: at least 50 SIGKILLs at random moments, many of them while a checkpoint is being
-written. After every kill each committed checkpoint verifies, the next start resumes from the newest one
-(never from a partial save), and the run finally ends identical to an uninterrupted one."""
+"""Crash consistency: at least 50 SIGKILLs at random moments, most of them (more than half) while a
+checkpoint is being written. After every kill each committed checkpoint verifies, the next start resumes
+from the newest one (never from a partial save), and the run finally ends identical to an uninterrupted
+one."""
 
 from __future__ import annotations
 
@@ -121,7 +122,8 @@ def test_sigkill_at_random_moments_never_loads_a_partial_checkpoint(tmp_path, re
         during_save += _killed_during_save(life)
         _check_after_kill(root, life, newest_before, context)
 
-    assert during_save >= KILLS // 4, f"seed={seed}: only {during_save} of {KILLS} kills landed during a save"
+    # docs/checkpoints.md: "most kills" (a majority, more than half) land inside a save window
+    assert during_save > KILLS // 2, f"seed={seed}: only {during_save} of {KILLS} kills landed during a save"
     rc = run_trainer(config, run_dir)
     assert rc == 0, process_log(run_dir)
     assert journal(run_dir) == journal(reference), f"seed={seed}: journal differs from the reference run"
