@@ -54,7 +54,7 @@ options:
   reconcile_window:
     description:
       - How long, in seconds, to look for the resource a create made when the create got no answer at all
-        (it timed out or the connection dropped): the server may still be making it. The create is sent again
+        (it timed out or the connection dropped), since the server may still be making it. The create is sent again
         only when nothing carrying its create token has appeared by then.
       - Every create carries a token that travels with the resource (a pod's C(TRAINOPS_CREATE_TOKEN)
         environment variable; a network volume's name in its data center), and after every create the

@@ -17,7 +17,7 @@ description:
     unique; several matches are an error that lists their ids.
   - Sizes only grow. A smaller O(size) than the volume has is reported as a warning and changes nothing.
   - The data center and the storage type are fixed at create; asking for other ones is an error.
-  - RunPod keeps nothing but the name with a volume, so the name within its data center is the create's token:
+  - RunPod keeps nothing but the name with a volume, so the name within its data center is the create's token;
     a create that fails without a usable answer is settled by looking the name up (for O(reconcile_window)
     seconds when no answer came at all), and after every create the module fails, listing the ids, when more
     than one volume of that name lives in the data center. Renaming to a name another volume there has is an

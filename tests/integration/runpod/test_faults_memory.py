@@ -6,6 +6,8 @@ import sys
 
 from runpod_integration_helpers import ROOT, live_pods, recorded, run_playbook
 
+sys.path.insert(0, str(ROOT / "collections"))
+
 
 def test_five_pods_through_429_503_and_a_500_after_create(emulator):
     # 20% of API requests fail with 429 or 503 (seeded, so the run is reproducible), and the first create
@@ -101,19 +103,44 @@ def test_creates_slower_than_api_timeout_make_one_resource_each(emulator):
     assert again.rc == 0 and again.stats["changed"] == 0, again.explain()
 
 
-def test_100_create_delete_cycles_through_faults_leave_no_duplicate_and_no_orphan(emulator):
-    """The module code (settle_create, pods_of_create) driven directly: 20 % of requests fail with 429 or 503,
-    20 % of the pod creates that succeed answer 500; 100 cycles, each one create and one delete."""
-    import time
-
-    sys.path.insert(0, str(ROOT / "collections"))
-    from ansible_collections.trainops.gpu.plugins.module_utils._runpod import RunPodClient
+def _create_and_delete(client, cycle):
+    """One cycle: every fourth a network volume, the others pods. Returns what carried the create, and the
+    failure the create was settled from (None when it was answered 201)."""
     from ansible_collections.trainops.gpu.plugins.module_utils._runpod_base import new_create_token, settle_create
     from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import (
         CREATE_TOKEN_ENV,
         pods_of_create,
         volumes_named,
     )
+
+    if cycle % 4 == 3:
+        name = "trainops-cycle-v%d" % cycle
+        body = {"name": name, "size": 10, "dataCenter": "EU-RO-1"}
+        send, delete = client.create_network_volume, client.delete_network_volume
+
+        def find():
+            return volumes_named(client.list_network_volumes(), name, "EU-RO-1")
+
+    else:
+        name, token = "trainops-cycle-w%d" % cycle, new_create_token()
+        body = {"name": name, "image": "img", "gpu": {"id": "NVIDIA GeForce RTX 4090"}, "env": {CREATE_TOKEN_ENV: token}}
+        send, delete = client.create_pod, client.delete_pod
+
+        def find():
+            return pods_of_create(client.list_pods(), name, token)
+
+    result, failure = settle_create(client, lambda: send(body), find, window_s=2, recheck_s=0.05)
+    made = find()
+    delete((result[0] if isinstance(result, list) else result)["id"])
+    return made, failure
+
+
+def test_100_create_delete_cycles_through_faults_leave_no_duplicate_and_no_orphan(emulator):
+    """The module code (settle_create, pods_of_create) driven directly: 20 % of requests fail with 429 or 503,
+    20 % of the pod creates that succeed answer 500; 100 cycles, each one create and one delete."""
+    import time
+
+    from ansible_collections.trainops.gpu.plugins.module_utils._runpod import RunPodClient
 
     for kind, seed in (("429", 3), ("503", 5)):
         emulator.admin(
@@ -123,25 +150,10 @@ def test_100_create_delete_cycles_through_faults_leave_no_duplicate_and_no_orpha
     client = RunPodClient(emulator.api_key, emulator.url, timeout=5, max_retries=8, sleep=lambda s: time.sleep(min(s, 0.02)))
     started, duplicates, reconciled = time.monotonic(), [], 0
     for cycle in range(100):
-        if cycle % 4 == 3:  # every fourth cycle a network volume, the others pods
-            name, body = "trainops-cycle-v%d" % cycle, {"name": "trainops-cycle-v%d" % cycle, "size": 10, "dataCenter": "EU-RO-1"}
-            send = lambda: client.create_network_volume(body)  # noqa: E731
-            find = lambda: volumes_named(client.list_network_volumes(), name, "EU-RO-1")  # noqa: E731
-            delete = client.delete_network_volume
-        else:
-            token = new_create_token()
-            name = "trainops-cycle-w%d" % cycle
-            body = {"name": name, "image": "img", "gpu": {"id": "NVIDIA GeForce RTX 4090"}, "env": {CREATE_TOKEN_ENV: token}}
-            send = lambda: client.create_pod(body)  # noqa: E731
-            find = lambda: pods_of_create(client.list_pods(), name, token)  # noqa: E731
-            delete = client.delete_pod
-        result, failure = settle_create(client, send, find, window_s=2, recheck_s=0.05)
+        made, failure = _create_and_delete(client, cycle)
         reconciled += failure is not None
-        made = find()
         if len(made) != 1:
-            duplicates.append((name, [m["id"] for m in made]))
-        created = result[0] if isinstance(result, list) else result
-        delete(created["id"])
+            duplicates.append((cycle, [m["id"] for m in made]))
     elapsed = time.monotonic() - started
     emulator.admin("DELETE", "/_emulator/faults")
     assert duplicates == []
