@@ -194,7 +194,7 @@ class RunPodModule(object):
                 "created %s %s, but %d %ss now carry its create token or the name %r (ids: %s); remove the extra "
                 "ones" % (kind, (created or {}).get("id"), len(found), kind, name, ", ".join(ids)),
                 created=True,
-                **{ids_key: ids}
+                **{ids_key: ids},
             )
 
     def run(self) -> None:

@@ -135,7 +135,7 @@ def _cpu_problems(cpu, cpu_types, cloud) -> list:
         by_id = dict((c.get("id"), c) for c in cpu_types)
         flavor = by_id.get(cpu.get("id"))
         if flavor is None:
-            return problems + ["unknown cpu_flavor %r; the catalog offers: %s" % (cpu.get("id"), _known(by_id))]
+            return [*problems, "unknown cpu_flavor %r; the catalog offers: %s" % (cpu.get("id"), _known(by_id))]
     low = ((flavor or {}).get("vcpu") or {}).get("min", 2)
     high = ((flavor or {}).get("vcpu") or {}).get("max")
     if vcpus < low or vcpus & (vcpus - 1) or (high is not None and vcpus > high):

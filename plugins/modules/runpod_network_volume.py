@@ -225,8 +225,13 @@ class RunPodNetworkVolume(RunPodModule):
             if others:
                 self.fail(
                     "cannot rename network volume %s to %r: volume(s) %s in %s already have that name. Nothing was "
-                    "changed." % (volume["id"], p["name"], ", ".join(sorted(v.get("id") for v in others)),
-                                  volume.get("dataCenter")),
+                    "changed."
+                    % (
+                        volume["id"],
+                        p["name"],
+                        ", ".join(sorted(v.get("id") for v in others)),
+                        volume.get("dataCenter"),
+                    ),
                     network_volume=volume_summary(volume),
                 )
             patch["name"] = p["name"]

@@ -167,7 +167,7 @@ options:
     default: true
   wait_timeout:
     description:
-      - How long to wait, in seconds.
+      - How long to wait, in seconds, from 1 to 21600 (6 hours); checked before anything is created.
     type: int
     default: 600
   wait_for:
@@ -338,6 +338,7 @@ reconciled:
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
     ERROR,
     EXITED,
+    MAX_WAIT_TIMEOUT,
     POD_COMING_UP,
     POD_STOPPED,
     RUNNING,
@@ -377,7 +378,9 @@ def option_problems(params, env) -> list:
         dict((k, p[k]) for k in ("gpu_count", "vcpu_count", "container_disk", "persistent_volume_size", "wait_timeout"))
     )
     if p["gpu_type"]:
-        problems += ["%s applies to CPU pods (cpu_flavor) only, not to a GPU pod (gpu_type)" % k for k in CPU_ONLY if p[k]]
+        problems += [
+            "%s applies to CPU pods (cpu_flavor) only, not to a GPU pod (gpu_type)" % k for k in CPU_ONLY if p[k]
+        ]
     if p["cpu_flavor"]:
         problems += [
             "%s applies to GPU pods (gpu_type) only, not to a CPU pod (cpu_flavor)" % k
@@ -389,8 +392,11 @@ def option_problems(params, env) -> list:
     problems += mount_path_problems("network_volume_path", p["network_volume_path"])
     if p["name"] is not None and not p["name"]:
         problems.append("name must not be empty")
-    if not isinstance(p["wait_timeout"], bool) and p["wait_timeout"] < 1:
-        problems.append("wait_timeout must be at least 1 second, got %s" % p["wait_timeout"])
+    if not isinstance(p["wait_timeout"], bool) and not 1 <= p["wait_timeout"] <= MAX_WAIT_TIMEOUT:
+        problems.append(
+            "wait_timeout must be from 1 to %d seconds (%d hours), got %s"
+            % (MAX_WAIT_TIMEOUT, MAX_WAIT_TIMEOUT // 3600, p["wait_timeout"])
+        )
     return problems
 
 
@@ -518,7 +524,12 @@ class RunPodPod(RunPodModule):
             body["mounts"] = {}
             volume_missing = False
         problems = validate_pod_body(
-            body, gpu_types, data_centers, network_volume=volume, network_volume_missing=volume_missing, cpu_types=cpu_types
+            body,
+            gpu_types,
+            data_centers,
+            network_volume=volume,
+            network_volume_missing=volume_missing,
+            cpu_types=cpu_types,
         )
         problems += self.ssh_access_problems(body)
         if problems:
@@ -619,7 +630,9 @@ class RunPodPod(RunPodModule):
 
     def check_name_free(self, pod, name):
         """A rename to a name another live pod has would make finding either by name fail: refuse it."""
-        others = sorted(o.get("id") for o in select_pods(self.client.list_pods(), name=name) if o.get("id") != pod["id"])
+        others = sorted(
+            o.get("id") for o in select_pods(self.client.list_pods(), name=name) if o.get("id") != pod["id"]
+        )
         if others:
             self.fail(
                 "cannot rename pod %s to %r: live pod(s) %s already have that name, and this module finds pods by "

@@ -54,7 +54,7 @@ def test_dropped_create_is_resent_only_after_looking_the_name_up(emulator):
     # No answer: the server may still be making the pod, so it is looked for a second apart over the whole
     # reconcile_window (2 s: three reads), then the one create that succeeded, then its read back.
     lookups = [("GET", "/v2/pods")] * 3
-    assert calls[dropped + 1 : dropped + 6] == lookups + [("POST", "/v2/pods"), ("GET", "/v2/pods")]
+    assert calls[dropped + 1 : dropped + 6] == [*lookups, ("POST", "/v2/pods"), ("GET", "/v2/pods")]
     assert calls.count(("POST", "/v2/pods")) == 2
 
 
@@ -82,7 +82,9 @@ def test_creates_slower_than_api_timeout_make_one_resource_each(emulator):
     # made by its token (pods) or name in the data center (volumes), and must never send it again.
     for prefix in ("/v2/pods", "/v2/network-volumes"):
         emulator.admin(
-            "POST", "/_emulator/faults", {"kind": "latency", "latency_ms": 3000, "rate": 1.0, "method": "POST", "path_prefix": prefix},
+            "POST",
+            "/_emulator/faults",
+            {"kind": "latency", "latency_ms": 3000, "rate": 1.0, "method": "POST", "path_prefix": prefix},
         )
     run = run_playbook(emulator, "slow_creates.yml")
     assert run.rc == 0, run.explain()
@@ -114,7 +116,7 @@ def _create_and_delete(client, cycle):
     )
 
     if cycle % 4 == 3:
-        name = "trainops-cycle-v%d" % cycle
+        name = f"trainops-cycle-v{cycle}"
         body = {"name": name, "size": 10, "dataCenter": "EU-RO-1"}
         send, delete = client.create_network_volume, client.delete_network_volume
 
@@ -122,8 +124,13 @@ def _create_and_delete(client, cycle):
             return volumes_named(client.list_network_volumes(), name, "EU-RO-1")
 
     else:
-        name, token = "trainops-cycle-w%d" % cycle, new_create_token()
-        body = {"name": name, "image": "img", "gpu": {"id": "NVIDIA GeForce RTX 4090"}, "env": {CREATE_TOKEN_ENV: token}}
+        name, token = f"trainops-cycle-w{cycle}", new_create_token()
+        body = {
+            "name": name,
+            "image": "img",
+            "gpu": {"id": "NVIDIA GeForce RTX 4090"},
+            "env": {CREATE_TOKEN_ENV: token},
+        }
         send, delete = client.create_pod, client.delete_pod
 
         def find():
@@ -144,10 +151,14 @@ def test_100_create_delete_cycles_through_faults_leave_no_duplicate_and_no_orpha
 
     for kind, seed in (("429", 3), ("503", 5)):
         emulator.admin(
-            "POST", "/_emulator/faults", {"kind": kind, "rate": 0.1, "seed": seed, "path_prefix": "/v2/", "retry_after_s": 0}
+            "POST",
+            "/_emulator/faults",
+            {"kind": kind, "rate": 0.1, "seed": seed, "path_prefix": "/v2/", "retry_after_s": 0},
         )
     emulator.admin("POST", "/_emulator/faults", {"kind": "500_after_create", "rate": 0.2, "seed": 9})
-    client = RunPodClient(emulator.api_key, emulator.url, timeout=5, max_retries=8, sleep=lambda s: time.sleep(min(s, 0.02)))
+    client = RunPodClient(
+        emulator.api_key, emulator.url, timeout=5, max_retries=8, sleep=lambda s: time.sleep(min(s, 0.02))
+    )
     started, duplicates, reconciled = time.monotonic(), [], 0
     for cycle in range(100):
         made, failure = _create_and_delete(client, cycle)

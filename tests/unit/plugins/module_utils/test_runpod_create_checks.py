@@ -83,8 +83,15 @@ def test_pods_using_volume_counts_stopped_pods_not_terminated_ones():
     assert [p["id"] for p in pods_using_volume(pods, "v")] == ["a"]
 
 
-@pytest.mark.parametrize("port,fragment", [("22", "not port/protocol"), ("22/xyz", "not port/protocol"),
-                                           ("22/tcp\n", "not port/protocol"), ("0/tcp", "1..65535")])
+@pytest.mark.parametrize(
+    "port,fragment",
+    [
+        ("22", "not port/protocol"),
+        ("22/xyz", "not port/protocol"),
+        ("22/tcp\n", "not port/protocol"),
+        ("0/tcp", "1..65535"),
+    ],
+)
 def test_bad_ports(port, fragment):
     assert fragment in port_problems([port])[0]
     assert port_problems(["22/tcp", "8888/http", "53/udp"]) == []
@@ -134,4 +141,7 @@ def test_catalog_checks(body, fragment):
 def test_catalog_checks_pass_a_good_body():
     good = {"name": "n", "image": "i", "gpu": {"id": "G", "count": 2, "minCudaVersion": "12.8"}}
     assert validate_pod_body(dict(good, dataCenterIds=["US-TX-3"]), GPUS, DCS) == []
-    assert validate_pod_body({"name": "n", "image": "i", "cpu": {"id": "cpu3c", "vcpuCount": 8}}, [], DCS, cpu_types=CPUS) == []
+    assert (
+        validate_pod_body({"name": "n", "image": "i", "cpu": {"id": "cpu3c", "vcpuCount": 8}}, [], DCS, cpu_types=CPUS)
+        == []
+    )

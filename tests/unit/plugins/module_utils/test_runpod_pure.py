@@ -24,7 +24,7 @@ def test_version_constant_matches_galaxy_yml():
     # galaxy.yml is the source of truth; the constant exists only because AnsiballZ cannot read it.
     root = pathlib.Path(__file__).resolve().parents[4]
     galaxy = yaml.safe_load((root / "galaxy.yml").read_text())
-    assert galaxy["version"] == COLLECTION_VERSION, "run `make runpod-version` to copy galaxy.yml's version"
+    assert galaxy["version"] == COLLECTION_VERSION, "run `make version` to copy galaxy.yml's version"
 
 
 @pytest.mark.parametrize("attempt,low,high", [(0, 0.25, 0.5), (1, 0.5, 1.0), (3, 2.0, 4.0), (10, 15.0, 30.0)])
