@@ -1,0 +1,954 @@
+# -*- coding: utf-8 -*-
+# Copyright: trainops.gpu maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Runs on the controller through AnsiballZ (Python >= 3.8, standard library only): it keeps Python 3.8
+# idioms (% formatting, type comments) that ruff's py311 rules would rewrite.
+# ruff: noqa: UP004, UP009, UP031, RUF100
+"""A run's provenance: where its source came from, what exactly ran, with which config, env and pod.
+
+Used by the ``provenance`` module, and meant for the sync role and the resume drill too:
+
+- ``collect(...)`` reads a source tree (a git work tree or any directory), hashes every file that would be
+  synced (``git ls-files -co --exclude-standard``: tracked and untracked files, not the ignored ones) and
+  builds the record (a dict, JSON-ready) with the command, config, redacted env and pod.
+- ``write_archive(...)`` writes a deterministic tar of exactly those files (sorted, mtime 0, uid/gid 0, no
+  user or group names, GNU format: no pax timestamps), checking every file against its manifest hash on the
+  way, so the same tree gives the same archive bytes, and a dirty tree can be rebuilt bit for bit.
+- ``manifest_text(...)`` is the manifest in coreutils format (``sha256sum -c source.sha256`` verifies a copy
+  of the tree with no tool of ours); ``file_list_text(...)`` is the list for ``rsync --files-from``.
+- ``record(...)`` (the module's whole run) writes ``<runs_dir>/<run_id>/`` atomically, or in check mode only
+  computes what it would write.
+
+Secrets: the values of environment overrides whose names look secret (``SECRET_MARKERS``, case-insensitive
+substring) are replaced by ``REDACTED`` before anything is recorded, and every occurrence of such a value
+anywhere else in the record (a command line, a pod field) is replaced too. They are never written.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import platform
+import re
+import shlex
+import socket
+import stat
+import subprocess
+import tarfile
+import tempfile
+
+from ansible_collections.trainops.gpu.plugins.module_utils._version import COLLECTION_VERSION
+import contextlib
+
+FORMAT_VERSION = 1
+PROVENANCE_NAME = "provenance.json"
+MANIFEST_NAME = "source.sha256"
+FILE_LIST_NAME = "source.files"
+ARCHIVE_NAME = "source.tar"
+REDACTED = "<redacted>"
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "PRIVATE")
+ARCHIVE_CHOICES = ("auto", "always", "never")
+# Keys of the record that may differ between two runs that record the same thing: the first record's are
+# kept when nothing else changed. ``result`` belongs to whoever records the run's end (the train role).
+TIMESTAMP_KEYS = ("recorded_at",)
+CARRIED_KEYS = ("result",)
+UNKNOWN_RESULT = {"exit_code": None, "status": "unknown"}
+# A run id is one path component of safe characters: it names runs/<run_id>/ and pods.
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+POD_KEYS = ("id", "gpu_type", "gpu_count", "data_center", "image")
+# Secret values shorter than this are redacted in env but not hunted elsewhere in the record: replacing
+# "1" (say, USE_AUTH=1) everywhere would corrupt every hash in it.
+MIN_SCRUB_LENGTH = 6
+CHUNK = 1024 * 1024
+GIT_TIMEOUT = 120
+
+
+class ProvenanceError(Exception):
+    """Something that stops provenance from being recorded; the message says what and where."""
+
+
+# --- small pure helpers -----------------------------------------------------------------------------------
+
+
+def validate_run_id(run_id):
+    # type: (object) -> str
+    """The run id when it is a safe single name (letters, digits, ``.``, ``_``, ``-``); else ProvenanceError."""
+    if not isinstance(run_id, str) or not RUN_ID.match(run_id) or run_id in (".", ".."):
+        raise ProvenanceError(
+            "run_id must be 1-128 characters of letters, digits, '.', '_' or '-', starting with a letter or digit "
+            "(no path separators), got %r" % (run_id,)
+        )
+    return run_id
+
+
+def is_secret_name(name):
+    # type: (str) -> bool
+    upper = str(name).upper()
+    return any(marker in upper for marker in SECRET_MARKERS)
+
+
+def redact_env(env):
+    # type: (dict) -> tuple
+    """(recorded env, sorted secret names, secret values to scrub elsewhere): values as strings, secret-looking
+    ones redacted."""
+    recorded = {}
+    secret_names = []
+    secret_values = set()
+    for name in sorted(env or {}):
+        value = env[name]
+        if isinstance(value, (dict, list, tuple, set)):
+            raise ProvenanceError("env %s must be a string, number or boolean, got %s" % (name, type(value).__name__))
+        value = "" if value is None else str(value)
+        if is_secret_name(name):
+            secret_names.append(str(name))
+            if len(value) >= MIN_SCRUB_LENGTH:
+                secret_values.add(value)
+            recorded[str(name)] = REDACTED
+        else:
+            recorded[str(name)] = value
+    return recorded, secret_names, secret_values
+
+
+def scrub(value, secrets):
+    """A copy of a JSON-like value with every occurrence of a secret string replaced by REDACTED."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        for secret in sorted(secrets, key=len, reverse=True):
+            value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, dict):
+        return dict((scrub(k, secrets), scrub(v, secrets)) for k, v in value.items())
+    if isinstance(value, list):
+        return [scrub(item, secrets) for item in value]
+    return value
+
+
+def utc_now():
+    # type: () -> str
+    """RFC 3339 UTC time with microseconds and zone, e.g. 2026-12-03T00:15:02.123456+00:00."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
+
+
+def to_utc(timestamp):
+    # type: (str) -> str
+    """An ISO 8601 time with an offset (git's %cI) as RFC 3339 UTC."""
+    parsed = datetime.datetime.fromisoformat(timestamp.strip().replace("Z", "+00:00"))
+    return parsed.astimezone(datetime.timezone.utc).isoformat()
+
+
+def command_record(command):
+    """The exact command: argv list and one shell-quoted string (and the string as given, when it was one)."""
+    if isinstance(command, str):
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise ProvenanceError("command %r cannot be split into arguments: %s" % (command, exc)) from exc
+        given = command
+    elif isinstance(command, (list, tuple)):
+        if any(isinstance(item, (dict, list, tuple)) for item in command):
+            raise ProvenanceError("command must be a list of strings or one string")
+        argv = ["" if item is None else str(item) for item in command]
+        given = None
+    else:
+        raise ProvenanceError("command must be a list of strings or one string, got %s" % type(command).__name__)
+    if not argv:
+        raise ProvenanceError("command must not be empty")
+    record = {"argv": argv, "shell": " ".join(shlex.quote(arg) for arg in argv)}
+    if given is not None:
+        record["given"] = given
+    return record
+
+
+def pod_record(pod):
+    """The pod as given (its known keys, those set), or None."""
+    if not pod:
+        return None
+    unknown = sorted(set(pod) - set(POD_KEYS))
+    if unknown:
+        raise ProvenanceError("pod has unknown key(s) %s; known: %s" % (", ".join(unknown), ", ".join(POD_KEYS)))
+    return dict((key, pod[key]) for key in POD_KEYS if pod.get(key) is not None)
+
+
+def sha256_bytes(data):
+    # type: (bytes) -> str
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path):
+    # type: (str) -> str
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def canonical_json(value):
+    # type: (object) -> str
+    return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+# --- the trainer's config hash ----------------------------------------------------------------------------
+# training/trainops_train/config.py defines it: load the JSON, fill defaults, coerce and validate every value,
+# drop UNHASHED_KEYS, then sha256 of the canonical JSON. When trainops_train is importable it is used; else
+# this standard-library copy, which training/tests/test_provenance_config_hash.py holds equal to it (same
+# fields, types and defaults; same hash for the same config; same configs refused).
+
+TRAINER_FIELDS = (
+    ("run_id", "str", "local"),
+    ("seed", "int", 1234),
+    ("steps", "int", 200),
+    ("threads", "int", 1),
+    ("device", "str", "auto"),
+    ("allow_config_change", "bool", False),
+    ("model", "section", None),
+    ("data", "section", None),
+    ("optim", "section", None),
+    ("checkpoint", "section", None),
+    ("telemetry_hooks", "tuple[str, ...]", ()),
+)
+TRAINER_SECTIONS = {
+    "model": (
+        ("input_dim", "int", 32),
+        ("hidden_dim", "int", 64),
+        ("depth", "int", 2),
+        ("classes", "int", 8),
+        ("dropout", "float", 0.1),
+    ),
+    "data": (
+        ("samples", "int", 2048),
+        ("batch_size", "int", 32),
+        ("noise", "float", 0.05),
+        ("feature_drop", "float", 0.1),
+    ),
+    "optim": (
+        ("lr", "float", 0.01),
+        ("weight_decay", "float", 0.01),
+        ("warmup_steps", "int", 10),
+        ("min_lr_ratio", "float", 0.1),
+    ),
+    "checkpoint": (
+        ("mode", "str", "steps"),
+        ("every_steps", "int", 50),
+        ("every_seconds", "float", 600.0),
+        ("mtbi_seconds", "float", 3600.0),
+        ("keep_last", "int", 3),
+        ("save_on_finish", "bool", True),
+    ),
+}
+TRAINER_UNHASHED_KEYS = ("run_id", "allow_config_change", "checkpoint", "telemetry_hooks", "device")
+
+
+def _coerce(where, expected, value):
+    if expected == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ProvenanceError("%s must be a number, got %r" % (where, value))
+        return float(value)
+    if expected == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ProvenanceError("%s must be an integer, got %r" % (where, value))
+        return value
+    if expected == "bool":
+        if not isinstance(value, bool):
+            raise ProvenanceError("%s must be true or false, got %r" % (where, value))
+        return value
+    if expected == "str":
+        if not isinstance(value, str):
+            raise ProvenanceError("%s must be a string, got %r" % (where, value))
+        return value
+    if expected == "tuple[str, ...]":
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise ProvenanceError("%s must be a list of strings, got %r" % (where, value))
+        return list(value)
+    raise ProvenanceError("%s: unsupported type %r" % (where, expected))
+
+
+def _build(fields, raw, where):
+    if not isinstance(raw, dict):
+        raise ProvenanceError("%s must be a mapping, got %s" % (where or "config", type(raw).__name__))
+    names = [name for name, _kind, _default in fields]
+    unknown = sorted(set(raw) - set(names))
+    if unknown:
+        prefix = where + "." if where else ""
+        raise ProvenanceError("unknown config key(s): %s" % ", ".join(prefix + key for key in unknown))
+    built = {}
+    for name, kind, default in fields:
+        key = "%s.%s" % (where, name) if where else name
+        if kind == "section":
+            built[name] = _build(TRAINER_SECTIONS[name], raw.get(name, {}), key)
+        elif name in raw:
+            built[name] = _coerce(key, kind, raw[name])
+        else:
+            built[name] = list(default) if isinstance(default, tuple) else default
+    return built
+
+
+def _validate_trainer(c):
+    model, data, optim, ckpt = c["model"], c["data"], c["optim"], c["checkpoint"]
+    checks = [
+        (c["steps"] >= 1, "steps must be >= 1"),
+        (c["threads"] >= 1, "threads must be >= 1"),
+        (c["device"] in ("auto", "cpu", "cuda"), "device must be auto, cpu or cuda"),
+        (c["seed"] >= 0, "seed must be >= 0"),
+        (bool(c["run_id"]) and "/" not in c["run_id"], "run_id must be a non-empty name without '/'"),
+        (model["input_dim"] >= 1 and model["hidden_dim"] >= 1, "model dims must be >= 1"),
+        (model["depth"] >= 1, "model.depth must be >= 1"),
+        (model["classes"] >= 2, "model.classes must be >= 2"),
+        (0.0 <= model["dropout"] < 1.0, "model.dropout must be in [0, 1)"),
+        (data["batch_size"] >= 1, "data.batch_size must be >= 1"),
+        (data["samples"] >= data["batch_size"], "data.samples must be >= data.batch_size"),
+        (data["noise"] >= 0.0, "data.noise must be >= 0"),
+        (0.0 <= data["feature_drop"] < 1.0, "data.feature_drop must be in [0, 1)"),
+        (optim["lr"] > 0.0, "optim.lr must be > 0"),
+        (optim["warmup_steps"] >= 0, "optim.warmup_steps must be >= 0"),
+        (0.0 <= optim["min_lr_ratio"] <= 1.0, "optim.min_lr_ratio must be in [0, 1]"),
+        (ckpt["mode"] in ("steps", "seconds", "auto"), "checkpoint.mode must be steps, seconds or auto"),
+        (ckpt["every_steps"] >= 1, "checkpoint.every_steps must be >= 1"),
+        (ckpt["every_seconds"] > 0.0, "checkpoint.every_seconds must be > 0"),
+        (ckpt["mtbi_seconds"] > 0.0, "checkpoint.mtbi_seconds must be > 0"),
+        (ckpt["keep_last"] >= 1, "checkpoint.keep_last must be >= 1"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ProvenanceError(message)
+    for hook in c["telemetry_hooks"]:
+        if ":" not in hook:
+            raise ProvenanceError("telemetry_hooks entry %r must be 'module:callable'" % (hook,))
+
+
+def builtin_trainer_config_hash(raw):
+    """The reference trainer's config hash of a parsed config (a dict), standard library only."""
+    config = _build(TRAINER_FIELDS, raw, "")
+    _validate_trainer(config)
+    for key in TRAINER_UNHASHED_KEYS:
+        config.pop(key, None)
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def trainer_config_hash(path, data):
+    # type: (str, bytes) -> str
+    """The trainer's hash of the config file at ``path`` (its bytes ``data``): trainops_train's own function
+    when that package is importable here, else the standard-library copy (JSON only)."""
+    try:
+        from trainops_train import config as trainer_config  # type: ignore[import-not-found]
+    except ImportError:
+        trainer_config = None
+    if trainer_config is not None:
+        try:
+            return trainer_config.config_hash(trainer_config.load(path))
+        except trainer_config.ConfigError as exc:
+            raise ProvenanceError("config %s is not a valid trainer config: %s" % (path, exc)) from exc
+    if path.endswith((".yml", ".yaml")):
+        raise ProvenanceError(
+            "config %s is YAML; without trainops_train importable on the controller only JSON configs are hashed" % path
+        )
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except ValueError as exc:
+        raise ProvenanceError("config %s is not valid JSON: %s" % (path, exc)) from exc
+    try:
+        return builtin_trainer_config_hash(raw)
+    except ProvenanceError as exc:
+        raise ProvenanceError("config %s is not a valid trainer config: %s" % (path, exc)) from exc
+
+
+def config_record(path, is_trainer):
+    """Path, size and sha256 of the config file; the trainer's config hash when it is the trainer's."""
+    if not path:
+        return None
+    path = os.path.abspath(path)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except (IOError, OSError) as exc:
+        raise ProvenanceError("cannot read config %s: %s" % (path, exc.strerror or exc)) from exc
+    record = {"path": path, "sha256": sha256_bytes(data), "bytes": len(data)}
+    if is_trainer:
+        record["trainer_config_hash"] = trainer_config_hash(path, data)
+    return record
+
+
+# --- reading the source tree ------------------------------------------------------------------------------
+
+
+def _git_env():
+    env = dict(os.environ)
+    # No index refresh written by status (no index.lock), no pager, no prompts, stable messages.
+    env.update(GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", LC_ALL="C", LANGUAGE="C")
+    return env
+
+
+def run_git(git, src, args, check=True):
+    """(rc, stdout bytes, stderr text) of ``git -C src args``."""
+    try:
+        done = subprocess.run(
+            [git, "-C", src, "-c", "core.quotepath=false", *list(args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_git_env(),
+            timeout=GIT_TIMEOUT,
+            check=False,
+        )
+    except OSError as exc:
+        raise ProvenanceError("cannot run %s: %s" % (git, exc)) from exc
+    except subprocess.TimeoutExpired:
+        raise ProvenanceError("git %s in %s took over %d seconds" % (" ".join(args), src, GIT_TIMEOUT)) from None
+    stderr = done.stderr.decode("utf-8", "replace").strip()
+    if check and done.returncode != 0:
+        raise ProvenanceError("git %s in %s failed (rc=%d): %s" % (" ".join(args), src, done.returncode, stderr))
+    return done.returncode, done.stdout, stderr
+
+
+def _nul_names(output):
+    names = []
+    for raw in output.split(b"\0"):
+        if not raw:
+            continue
+        try:
+            names.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ProvenanceError("file name %r is not valid UTF-8; rename it to record provenance" % (raw,)) from None
+    return names
+
+
+def git_version(git):
+    try:
+        done = subprocess.run([git, "--version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+    except OSError:
+        return None
+    match = re.search(r"(\d+(?:\.\d+)+)", done.stdout.decode("utf-8", "replace"))
+    return match.group(1) if match else None
+
+
+def _strip_userinfo(url):
+    # https://user:token@host/repo -> https://host/repo: a remote URL may carry a credential.
+    return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@", r"\1", url)
+
+
+def is_git_tree(git, src):
+    """True for a directory inside a git work tree; False when git says it is not one (or git is missing and
+    there is no .git); ProvenanceError when git refuses a repository (say, dubious ownership)."""
+    try:
+        rc, out, err = run_git(git, src, ["rev-parse", "--is-inside-work-tree"], check=False)
+    except ProvenanceError:
+        if os.path.exists(os.path.join(src, ".git")):
+            raise
+        return False
+    if rc == 0:
+        return out.strip() == b"true"
+    if "not a git repository" in err:
+        return False
+    raise ProvenanceError("git cannot read %s: %s" % (src, err))
+
+
+def _exclude_pathspec(excluded):
+    return ["--", "."] + [":(exclude)%s" % path for path in excluded]
+
+
+def git_source(git, src, excluded):
+    """What git says about ``src``: commit, branch, dirty, untracked and the files to record (names)."""
+    spec = _exclude_pathspec(excluded)
+    rc, head, _err = run_git(git, src, ["rev-parse", "--verify", "-q", "HEAD^{commit}"], check=False)
+    commit = head.decode().strip() if rc == 0 else None
+    rc, branch, _err = run_git(git, src, ["symbolic-ref", "-q", "--short", "HEAD"], check=False)
+    branch = branch.decode("utf-8", "replace").strip() if rc == 0 else None
+    commit_time = None
+    if commit:
+        commit_time = to_utc(run_git(git, src, ["show", "-s", "--format=%cI", commit])[1].decode())
+    toplevel = run_git(git, src, ["rev-parse", "--show-toplevel"])[1].decode("utf-8", "replace").strip()
+    prefix = run_git(git, src, ["rev-parse", "--show-prefix"])[1].decode("utf-8", "replace").strip()
+    rc, remote, _err = run_git(git, src, ["config", "--get", "remote.origin.url"], check=False)
+    remote = _strip_userinfo(remote.decode("utf-8", "replace").strip()) if rc == 0 and remote.strip() else None
+    status = run_git(git, src, ["status", "--porcelain=v1", "-z", "--untracked-files=no", *spec])[1]
+    untracked = sorted(set(_nul_names(run_git(git, src, ["ls-files", "-z", "-o", "--exclude-standard", *spec])[1])))
+    names = sorted(set(_nul_names(run_git(git, src, ["ls-files", "-z", "-c", "-o", "--exclude-standard", *spec])[1])))
+    info = {
+        "vcs": "git",
+        "commit": commit,
+        "branch": branch,
+        "commit_time": commit_time,
+        "remote": remote,
+        "toplevel": toplevel,
+        "subdir": prefix.rstrip("/"),
+        "dirty": bool(status.strip(b"\0")) or bool(untracked) or commit is None,
+        "untracked": untracked,
+    }
+    return info, names
+
+
+def walk_source(src, excluded):
+    """Every file and symbolic link under a plain directory (relative names), not descending into links."""
+    excluded = set(excluded)
+    names = []
+    for top, dirnames, filenames in os.walk(src, followlinks=False):
+        rel_top = os.path.relpath(top, src)
+        rel_top = "" if rel_top == "." else rel_top
+        keep = []
+        for name in sorted(dirnames):
+            rel = os.path.join(rel_top, name)
+            if rel in excluded:
+                continue
+            if os.path.islink(os.path.join(top, name)):
+                names.append(rel)
+            else:
+                keep.append(name)
+        dirnames[:] = keep
+        names.extend(os.path.join(rel_top, name) for name in filenames)
+    return names
+
+
+def _check_name(name):
+    if "\n" in name or "\r" in name:
+        raise ProvenanceError("file name %r holds a line break: it cannot be listed for rsync --files-from" % name)
+
+
+def _open_regular(path):
+    # Not following a link, not blocking on a FIFO swapped in since lstat; regular files only.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise ProvenanceError("%s changed into something other than a regular file while being read" % path)
+    return os.fdopen(fd, "rb"), st
+
+
+def _hash_regular(path, name):
+    """(sha256, size) of a regular file, read once through a fixed buffer."""
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        handle, _st = _open_regular(path)
+        with handle:
+            chunk = handle.read(CHUNK)
+            while chunk:
+                digest.update(chunk)
+                size += len(chunk)
+                chunk = handle.read(CHUNK)
+    except OSError as exc:
+        raise ProvenanceError("cannot read %s: %s" % (name, exc.strerror or exc)) from exc
+    return digest.hexdigest(), size
+
+
+def file_entries(src, names):
+    """(entries, skipped): for each regular file or symbolic link, its path, type, sha256, size and mode
+    (a link's sha256 and size are its target's text); deleted tracked files, submodules and special files
+    are skipped with a reason."""
+    entries = []
+    skipped = []
+    for name in sorted(names, key=lambda n: n.encode("utf-8")):
+        _check_name(name)
+        path = os.path.join(src, name)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            skipped.append({"path": name, "reason": "deleted"})
+            continue
+        mode = "%04o" % stat.S_IMODE(st.st_mode)
+        if stat.S_ISLNK(st.st_mode):
+            target = os.readlink(path)
+            data = target.encode("utf-8", "surrogateescape")
+            entries.append(
+                {"path": name, "type": "symlink", "target": target, "sha256": sha256_bytes(data), "size": len(data)}
+            )
+        elif stat.S_ISREG(st.st_mode):
+            digest, size = _hash_regular(path, name)
+            entries.append({"path": name, "type": "file", "sha256": digest, "size": size, "mode": mode})
+        elif stat.S_ISDIR(st.st_mode):
+            skipped.append({"path": name, "reason": "directory (a git submodule: its commit is in the index)"})
+        else:
+            skipped.append({"path": name, "reason": "not a regular file or symbolic link"})
+    return entries, skipped
+
+
+def _escape_manifest_name(name):
+    # coreutils: a name holding a backslash is written escaped, on a line starting with a backslash.
+    if "\\" in name:
+        return True, name.replace("\\", "\\\\")
+    return False, name
+
+
+def manifest_text(entries):
+    # type: (list) -> str
+    """The regular files' sha256 in coreutils format (``sha256sum -c`` reads it), paths relative to the root.
+    Symbolic links are not in it (sha256sum would follow them); provenance.json lists them with their target."""
+    lines = []
+    for entry in entries:
+        if entry["type"] != "file":
+            continue
+        escaped, name = _escape_manifest_name(entry["path"])
+        lines.append("%s%s  %s\n" % ("\\" if escaped else "", entry["sha256"], name))
+    return "".join(lines)
+
+
+def file_list_text(entries):
+    # type: (list) -> str
+    """Every recorded path (files and links), one a line: ``rsync --files-from`` reads it."""
+    return "".join(entry["path"] + "\n" for entry in entries)
+
+
+# --- the deterministic archive ----------------------------------------------------------------------------
+
+
+class _HashingWriter(object):
+    """A write-only file object for tarfile: hashes what passes, and writes it on when given a file."""
+
+    def __init__(self, target=None):
+        self.digest = hashlib.sha256()
+        self.target = target
+        self.offset = 0
+
+    def write(self, data):
+        self.digest.update(data)
+        self.offset += len(data)
+        if self.target is not None:
+            self.target.write(data)
+        return len(data)
+
+    def tell(self):
+        return self.offset
+
+    def flush(self):
+        if self.target is not None:
+            self.target.flush()
+
+
+class _HashingReader(object):
+    def __init__(self, handle):
+        self.handle = handle
+        self.digest = hashlib.sha256()
+
+    def read(self, size=-1):
+        data = self.handle.read(size)
+        self.digest.update(data)
+        return data
+
+
+def _tarinfo(entry):
+    info = tarfile.TarInfo(entry["path"])
+    info.mtime = 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    if entry["type"] == "symlink":
+        info.type = tarfile.SYMTYPE
+        info.linkname = entry["target"]
+        info.mode = 0o777
+        info.size = 0
+    else:
+        info.type = tarfile.REGTYPE
+        info.mode = int(entry["mode"], 8)
+        info.size = entry["size"]
+    return info
+
+
+def write_archive(src, entries, target=None):
+    """Write the tar of ``entries`` (read from ``src``) to the file object ``target`` (None: only hash it).
+    Returns (sha256, bytes). Sorted entries, mtime 0, uid/gid 0, empty user and group names, GNU format (long
+    names without pax headers, so no timestamps): the same tree always gives the same bytes. Each file's
+    content is hashed on its way in and must match its entry, else ProvenanceError (the tree changed)."""
+    sink = _HashingWriter(target)
+    with tarfile.open(fileobj=sink, mode="w", format=tarfile.GNU_FORMAT, encoding="utf-8") as tar:
+        for entry in sorted(entries, key=lambda e: e["path"].encode("utf-8")):
+            info = _tarinfo(entry)
+            if entry["type"] != "file":
+                tar.addfile(info)
+                continue
+            path = os.path.join(src, entry["path"])
+            try:
+                handle, st = _open_regular(path)
+            except OSError as exc:
+                raise ProvenanceError("%s changed while archiving: %s" % (entry["path"], exc.strerror or exc)) from exc
+            with handle:
+                if st.st_size != entry["size"]:
+                    raise ProvenanceError("%s changed while archiving (size)" % entry["path"])
+                reader = _HashingReader(handle)
+                try:
+                    tar.addfile(info, reader)
+                except (OSError, tarfile.TarError) as exc:
+                    raise ProvenanceError("%s changed while archiving: %s" % (entry["path"], exc)) from exc
+                if reader.digest.hexdigest() != entry["sha256"]:
+                    raise ProvenanceError("%s changed while archiving (sha256)" % entry["path"])
+    return sink.digest.hexdigest(), sink.offset
+
+
+# --- the record -------------------------------------------------------------------------------------------
+
+
+def _inside(path, root):
+    """``path`` relative to ``root`` when it lies inside it (both resolved), else None."""
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    if path == root:
+        return "."
+    if path.startswith(root.rstrip(os.sep) + os.sep):
+        return os.path.relpath(path, root)
+    return None
+
+
+def tool_versions(git):
+    return {"collection": COLLECTION_VERSION, "python": platform.python_version(), "git": git_version(git)}
+
+
+def wants_archive(mode, vcs, dirty):
+    # type: (str, object, bool) -> bool
+    if mode not in ARCHIVE_CHOICES:
+        raise ProvenanceError("archive must be one of %s, got %r" % (", ".join(ARCHIVE_CHOICES), mode))
+    if mode == "always":
+        return True
+    if mode == "never":
+        return False
+    return vcs is None or dirty
+
+
+class Collected(object):
+    """What collect() found: the record (without the archive's hash yet), the file entries and the texts."""
+
+    def __init__(self, record, entries, src, secrets, archive):
+        self.record = record
+        self.entries = entries
+        self.src = src
+        self.secrets = secrets
+        self.archive = archive
+        self.manifest = manifest_text(entries)
+        self.file_list = file_list_text(entries)
+
+
+def collect(
+    src,
+    run_id,
+    runs_dir,
+    command,
+    config=None,
+    config_is_trainer=False,
+    env=None,
+    pod=None,
+    archive="auto",
+    git="git",
+    now=None,
+):
+    """Read everything a run's provenance records; writes nothing."""
+    validate_run_id(run_id)
+    if archive not in ARCHIVE_CHOICES:
+        raise ProvenanceError("archive must be one of %s, got %r" % (", ".join(ARCHIVE_CHOICES), archive))
+    env_record, secret_names, secrets = redact_env(env)
+    command_rec = command_record(command)
+    pod_rec = pod_record(pod)
+    if config_is_trainer and not config:
+        raise ProvenanceError("config_is_trainer needs config (the trainer's config file)")
+    config_rec = config_record(config, config_is_trainer)
+    src = os.path.abspath(src)
+    if not os.path.isdir(src):
+        raise ProvenanceError("src %s is not a directory" % src)
+    # The run's own outputs never belong to the source, even when runs_dir lies inside it.
+    runs_inside = _inside(runs_dir, src)
+    if runs_inside == ".":
+        raise ProvenanceError(
+            "runs_dir %s is the source directory itself; give a directory beside or below it" % runs_dir
+        )
+    excluded = [runs_inside] if runs_inside else []
+    if is_git_tree(git, src):
+        source, names = git_source(git, src, excluded)
+        names = [n for n in names if not any(n == e or n.startswith(e + "/") for e in excluded)]
+    else:
+        source = {"vcs": None, "commit": None, "branch": None, "dirty": None, "untracked": []}
+        names = walk_source(src, excluded)
+    entries, skipped = file_entries(src, names)
+    manifest = manifest_text(entries)
+    archived = wants_archive(archive, source["vcs"], bool(source["dirty"]))
+    source.update(
+        {
+            "path": src,
+            "excluded": excluded,
+            "skipped": skipped,
+            "files": entries,
+            "file_count": len(entries),
+            "bytes": sum(entry["size"] for entry in entries if entry["type"] == "file"),
+            "manifest": MANIFEST_NAME,
+            "manifest_sha256": sha256_bytes(manifest.encode("utf-8")),
+            "archive": None,
+        }
+    )
+    record = {
+        "format_version": FORMAT_VERSION,
+        "run_id": run_id,
+        "recorded_at": now or utc_now(),
+        "controller": {"hostname": socket.gethostname()},
+        "tools": tool_versions(git),
+        "source": source,
+        "command": command_rec,
+        "config": config_rec,
+        "env": env_record,
+        "env_redacted": secret_names,
+        "pod": pod_rec,
+        "result": dict(UNKNOWN_RESULT),
+    }
+    record = scrub(record, secrets)
+    return Collected(record, entries, src, secrets, archived)
+
+
+def comparable(record):
+    """The record without what may differ between two runs recording the same thing."""
+    if not isinstance(record, dict):
+        return record
+    return dict((k, v) for k, v in record.items() if k not in TIMESTAMP_KEYS + CARRIED_KEYS)
+
+
+def read_existing(path):
+    try:
+        with open(path, "rb") as handle:
+            return json.loads(handle.read().decode("utf-8"))
+    except (IOError, OSError, ValueError):
+        return None
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_dir(path):
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path, writer):
+    """Write ``path`` through ``writer(binary file)`` into a temporary file beside it, fsync, rename, fsync
+    the directory. Returns what the writer returned."""
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            result = writer(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(directory)
+    return result
+
+
+def _same_file_text(path, text):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read() == text.encode("utf-8")
+    except (IOError, OSError):
+        return False
+
+
+def _write_archive_file(found, run_dir, archive_path):
+    """Build the archive into a temporary file in the run directory; keep the old file when identical.
+    Returns (sha256, bytes, changed)."""
+    if not os.path.isdir(run_dir):
+        os.makedirs(run_dir)
+    fd, tmp = tempfile.mkstemp(prefix="." + ARCHIVE_NAME + ".", suffix=".tmp", dir=run_dir)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            digest, size = write_archive(found.src, found.entries, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if os.path.isfile(archive_path) and sha256_file(archive_path) == digest:
+            os.unlink(tmp)
+            return digest, size, False
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, archive_path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(run_dir)
+    return digest, size, True
+
+
+def record(
+    src,
+    run_id,
+    runs_dir="runs",
+    command=None,
+    config=None,
+    config_is_trainer=False,
+    env=None,
+    pod=None,
+    archive="auto",
+    check_mode=False,
+    git="git",
+    now=None,
+):
+    """Collect the provenance and write ``<runs_dir>/<run_id>/`` (provenance.json, source.sha256, source.files,
+    and source.tar when archived). Returns a dict: changed, provenance, path, source_manifest_path,
+    file_list_path, archive_path, archive_sha256, files, bytes. In check mode nothing is written (the archive
+    is built in memory to hash it) and ``changed`` says whether anything would be."""
+    validate_run_id(run_id)
+    found = collect(src, run_id, runs_dir, command, config, config_is_trainer, env, pod, archive, git, now)
+    run_dir = os.path.abspath(os.path.join(runs_dir, run_id))
+    path = os.path.join(run_dir, PROVENANCE_NAME)
+    manifest_path = os.path.join(run_dir, MANIFEST_NAME)
+    list_path = os.path.join(run_dir, FILE_LIST_NAME)
+    archive_path = os.path.join(run_dir, ARCHIVE_NAME)
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise ProvenanceError("%s exists and is not a directory" % run_dir)
+    existing = read_existing(path)
+    changed = False
+    archive_sha = None
+    if found.archive:
+        if check_mode:
+            archive_sha, archive_bytes = write_archive(found.src, found.entries)
+            changed = not (os.path.isfile(archive_path) and sha256_file(archive_path) == archive_sha)
+        else:
+            archive_sha, archive_bytes, changed = _write_archive_file(found, run_dir, archive_path)
+        found.record["source"]["archive"] = {
+            "path": ARCHIVE_NAME,
+            "sha256": archive_sha,
+            "bytes": archive_bytes,
+            "format": "tar (GNU, sorted, mtime 0, uid/gid 0)",
+        }
+    elif os.path.lexists(archive_path):
+        # An archive of an earlier, different tree of this run would mislead whoever rebuilds from it.
+        changed = True
+        if not check_mode:
+            os.unlink(archive_path)
+    rec = found.record
+    if isinstance(existing, dict):
+        for key in CARRIED_KEYS:
+            if key in existing:
+                rec[key] = existing[key]
+        if comparable(existing) == comparable(json.loads(json.dumps(rec))):
+            for key in TIMESTAMP_KEYS:
+                if key in existing:
+                    rec[key] = existing[key]
+    # provenance.json last: it names the files written before it.
+    for target, text in ((manifest_path, found.manifest), (list_path, found.file_list), (path, canonical_json(rec))):
+        if _same_file_text(target, text):
+            continue
+        changed = True
+        if not check_mode:
+            if not os.path.isdir(run_dir):
+                os.makedirs(run_dir)
+            data = text.encode("utf-8")
+            atomic_write(target, lambda handle, data=data: handle.write(data))
+    return {
+        "changed": changed,
+        "provenance": rec,
+        "path": path,
+        "run_dir": run_dir,
+        "source_manifest_path": manifest_path,
+        "file_list_path": list_path,
+        "archive_path": archive_path if found.archive else None,
+        "archive_sha256": archive_sha,
+        "files": rec["source"]["file_count"],
+        "bytes": rec["source"]["bytes"],
+    }
