@@ -1000,10 +1000,15 @@ def _abandon(module, job, supervisor_pid, session):
         os.unlink(job.path(ENV_FIFO_NAME))
 
 
-def _signal_job(info, signum):
-    """Signal the job's process group; False when it is gone."""
+def _signal_job(job, info, signum):
+    """Signal the job's process group, only while its leader is the process the supervisor started (not a
+    recycled pid); False when it is gone."""
+    sup = _read_json(job.path(SUPERVISOR_STATE_NAME)) or {}
+    pid = info["pid"]
+    if not pid or not _proc_alive(pid, sup.get("command_start_ticks")):
+        return False
     try:
-        os.killpg(info["pid"], signum)
+        os.killpg(pid, signum)
         return True
     except OSError:
         return False
@@ -1108,13 +1113,13 @@ def main():
         with Lock(module, job.path(LOCK_NAME)):
             info = job.read(tail_lines)
             sent = []
-            if info["state"] == "running" and info["pid"] and _signal_job(info, first[0]):
+            if info["state"] == "running" and info["pid"] and _signal_job(job, info, first[0]):
                 sent.append(first[1])
         info, expired = _wait_end(job, params["grace"], tail_lines)
         if expired and signum is None:
             with Lock(module, job.path(LOCK_NAME)):
                 info = job.read(tail_lines)
-                if info["state"] == "running" and _signal_job(info, signal.SIGKILL):
+                if info["state"] == "running" and _signal_job(job, info, signal.SIGKILL):
                     sent.append("SIGKILL")
             info, expired = _wait_end(job, 30, tail_lines)
         result.update(info, changed=bool(sent), signals_sent=sent, wait_expired=expired)
@@ -1126,6 +1131,10 @@ def main():
     argv = _command_argv(module, params["command"])
     chdir = os.path.abspath(params["chdir"] or default_chdir)
     python = params["python"] or sys.executable
+    if params["chdir"] and not os.path.isdir(chdir):
+        module.fail_json(msg="chdir %s is not a directory" % chdir)
+    if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        module.fail_json(msg="python %s is not an executable file" % python)
     info = job.read(tail_lines)
     if module.check_mode:
         if info["state"] == "running":
@@ -1147,14 +1156,12 @@ def main():
             _warn_if_other_command(module, info, argv)
             changed = False
         else:
+            if not os.path.isdir(chdir):
+                module.fail_json(msg="chdir %s is not a directory" % chdir)
             if info["state"] in ("exited", "lost"):
                 if not params["restart"]:
                     _refuse(module, info, params["name"])
                 result["archived_to"] = _archive(job)
-            if not os.path.isdir(chdir):
-                module.fail_json(msg="chdir %s is not a directory" % chdir)
-            if not (os.path.isfile(python) and os.access(python, os.X_OK)):
-                module.fail_json(msg="python %s is not an executable file" % python)
             _launch(
                 module,
                 job,

@@ -285,7 +285,7 @@ def test_telemetry_every_3_s_with_gpus_only_in_the_gpu_pod(pods: Pods):
 
 def test_two_concurrent_starts_yield_one_process(pods: Pods):
     args = {"name": "race", "run_id": RUN_ID, "durable_root": DURABLE, "command": ["sleep", "31"]}
-    procs = [pods.spawn("gpu", args) for _ in range(2)]
+    procs = [pods.spawn("gpu", args) for _index in range(2)]
     results = [host_result(*proc.communicate(timeout=120), "gpu") for proc in procs]
     assert sorted(r["changed"] for r in results) == [False, True]
     assert results[0]["pid"] == results[1]["pid"]
@@ -318,7 +318,13 @@ def test_a_job_whose_supervisor_was_killed_is_lost(pods: Pods):
     tasks = [
         {"name": "status", "trainops.gpu.job": {"name": "lost", "state": "status"}},
         {"name": "again", "trainops.gpu.job": {"name": "lost", "command": ["sleep", "300"]}, "ignore_errors": True},
+        {
+            "name": "bad chdir",
+            "trainops.gpu.job": {"name": "lost", "command": ["true"], "restart": True, "chdir": "/nonexistent"},
+            "ignore_errors": True,
+        },
         {"name": "restart", "trainops.gpu.job": {"name": "lost", "command": ["sleep", "300"], "restart": True}},
+        {"name": "short wait", "trainops.gpu.job": {"name": "lost", "state": "status", "wait": 1}},
         {"name": "stop", "trainops.gpu.job": {"name": "lost", "state": "stopped", "signal": "KILL"}},
     ]
     r = {task["name"]: result for task, result in zip(tasks, pods.playbook("gpu", tasks), strict=True)}
@@ -326,6 +332,8 @@ def test_a_job_whose_supervisor_was_killed_is_lost(pods: Pods):
     assert (lost["state"], lost["result_known"], lost["exit_code"], lost["ended_at"]) == ("lost", False, None, None)
     assert not lost.get("failed") and lost["pid"] == started["pid"]
     assert r["again"]["failed"] and "lost" in r["again"]["msg"]
+    assert r["bad chdir"]["failed"] and "/nonexistent" in r["bad chdir"]["msg"]
     assert r["restart"]["changed"] and r["restart"]["pid"] != started["pid"]
     assert r["restart"]["archived_to"] == f"{JOBS}/lost/previous/1"
-    assert r["stop"]["exit_code"] == 137
+    assert (r["short wait"]["state"], r["short wait"]["wait_expired"]) == ("running", True)
+    assert r["stop"]["exit_code"] == 137 and r["stop"]["signals_sent"] == ["SIGKILL"]
