@@ -36,7 +36,6 @@ import shlex
 import socket
 import stat
 import subprocess
-import tarfile
 import tempfile
 
 from ansible_collections.trainops.gpu.plugins.module_utils._version import COLLECTION_VERSION
@@ -558,7 +557,7 @@ def file_entries(src, names):
             digest, size = _hash_regular(path, name)
             entries.append({"path": name, "type": "file", "sha256": digest, "size": size, "mode": mode})
         elif stat.S_ISDIR(st.st_mode):
-            skipped.append({"path": name, "reason": "directory (a git submodule: its commit is in the index)"})
+            skipped.append({"path": name, "reason": "directory (a git submodule or a nested repository: not recorded)"})
         else:
             skipped.append({"path": name, "reason": "not a regular file or symbolic link"})
     return entries, skipped
@@ -594,7 +593,7 @@ def file_list_text(entries):
 
 
 class _HashingWriter(object):
-    """A write-only file object for tarfile: hashes what passes, and writes it on when given a file."""
+    """A write-only sink: hashes what passes, and writes it on to a file when given one."""
 
     def __init__(self, target=None):
         self.digest = hashlib.sha256()
@@ -616,61 +615,119 @@ class _HashingWriter(object):
             self.target.flush()
 
 
-class _HashingReader(object):
-    def __init__(self, handle):
-        self.handle = handle
-        self.digest = hashlib.sha256()
+# The tar headers are written here rather than by tarfile, whose bytes differ between Python versions (3.8
+# writes devmajor/devminor digits for regular files, 3.9+ leaves them empty): an archive must hash the same
+# whichever controller Python built it. Layout: GNU tar (POSIX ustar header with the GNU magic, names or link
+# targets over 100 bytes in a preceding ././@LongLink entry), exactly as Python >= 3.9's tarfile writes it.
+TAR_BLOCK = 512
+TAR_RECORD = 20 * TAR_BLOCK
+GNU_MAGIC = b"ustar  \0"
+TAR_REGULAR = b"0"
+TAR_SYMLINK = b"2"
+GNU_LONGNAME = b"L"
+GNU_LONGLINK = b"K"
 
-    def read(self, size=-1):
-        data = self.handle.read(size)
-        self.digest.update(data)
-        return data
+
+def _tar_text(value, length):
+    data = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+    return data[:length] + b"\0" * (length - len(data[:length]))
 
 
-def _tarinfo(entry):
-    info = tarfile.TarInfo(entry["path"])
-    info.mtime = 0
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
+def _tar_number(value, digits):
+    if value < 8 ** (digits - 1):
+        return ("%0*o" % (digits - 1, value)).encode("ascii") + b"\0"
+    # GNU base-256 for values that do not fit in octal (files of 8 GiB and more)
+    data = bytearray()
+    for _i in range(digits - 1):
+        data.insert(0, value & 0xFF)
+        value >>= 8
+    return bytes(bytearray([0o200]) + data)
+
+
+def _tar_header(name, kind, size=0, mode=0, linkname=""):
+    parts = [
+        _tar_text(name, 100),
+        _tar_number(mode & 0o7777, 8),
+        _tar_number(0, 8),  # uid
+        _tar_number(0, 8),  # gid
+        _tar_number(size, 12),
+        _tar_number(0, 12),  # mtime
+        b"        ",  # checksum, counted as spaces
+        kind,
+        _tar_text(linkname, 100),
+        GNU_MAGIC,
+        _tar_text("", 32),  # uname
+        _tar_text("", 32),  # gname
+        _tar_text("", 8),  # devmajor
+        _tar_text("", 8),  # devminor
+        _tar_text("", 155),  # prefix
+    ]
+    block = b"".join(parts)
+    block += b"\0" * (TAR_BLOCK - len(block))
+    checksum = sum(bytearray(block))
+    return block[:148] + ("%06o\0" % checksum).encode("ascii") + block[155:]
+
+
+def _tar_padding(size):
+    return b"\0" * (-size % TAR_BLOCK)
+
+
+def _tar_long(value, kind):
+    data = value.encode("utf-8", "surrogateescape") + b"\0"
+    return _tar_header("././@LongLink", kind, size=len(data)) + data + _tar_padding(len(data))
+
+
+def tar_entry_header(entry):
+    """The header blocks of one entry (a GNU long-name or long-link entry first when needed)."""
+    name, target = entry["path"], entry.get("target", "")
+    blocks = b""
+    if len(target.encode("utf-8", "surrogateescape")) > 100:
+        blocks += _tar_long(target, GNU_LONGLINK)
+    if len(name.encode("utf-8", "surrogateescape")) > 100:
+        blocks += _tar_long(name, GNU_LONGNAME)
     if entry["type"] == "symlink":
-        info.type = tarfile.SYMTYPE
-        info.linkname = entry["target"]
-        info.mode = 0o777
-        info.size = 0
-    else:
-        info.type = tarfile.REGTYPE
-        info.mode = int(entry["mode"], 8)
-        info.size = entry["size"]
-    return info
+        return blocks + _tar_header(name, TAR_SYMLINK, mode=0o777, linkname=target)
+    return blocks + _tar_header(name, TAR_REGULAR, size=entry["size"], mode=int(entry["mode"], 8))
+
+
+def _copy_checked(entry, path, sink):
+    """Copy one file's content into the sink, checking it still has its recorded size and sha256."""
+    try:
+        handle, st = _open_regular(path)
+    except OSError as exc:
+        raise ProvenanceError("%s changed while archiving: %s" % (entry["path"], exc.strerror or exc)) from exc
+    digest = hashlib.sha256()
+    copied = 0
+    with handle:
+        if st.st_size != entry["size"]:
+            raise ProvenanceError("%s changed while archiving (size)" % entry["path"])
+        while copied < entry["size"]:
+            chunk = handle.read(min(CHUNK, entry["size"] - copied))
+            if not chunk:
+                break
+            digest.update(chunk)
+            sink.write(chunk)
+            copied += len(chunk)
+        if copied != entry["size"] or handle.read(1):
+            raise ProvenanceError("%s changed while archiving (size)" % entry["path"])
+    if digest.hexdigest() != entry["sha256"]:
+        raise ProvenanceError("%s changed while archiving (sha256)" % entry["path"])
 
 
 def write_archive(src, entries, target=None):
     """Write the tar of ``entries`` (read from ``src``) to the file object ``target`` (None: only hash it).
     Returns (sha256, bytes). Sorted entries, mtime 0, uid/gid 0, empty user and group names, GNU format (long
-    names without pax headers, so no timestamps): the same tree always gives the same bytes. Each file's
-    content is hashed on its way in and must match its entry, else ProvenanceError (the tree changed)."""
+    names without pax headers, so no timestamps): the same tree always gives the same bytes, whatever the
+    Python version. Each file's content is hashed on its way in and must match its entry, else
+    ProvenanceError (the tree changed)."""
     sink = _HashingWriter(target)
-    with tarfile.open(fileobj=sink, mode="w", format=tarfile.GNU_FORMAT, encoding="utf-8") as tar:
-        for entry in sorted(entries, key=lambda e: e["path"].encode("utf-8")):
-            info = _tarinfo(entry)
-            if entry["type"] != "file":
-                tar.addfile(info)
-                continue
-            path = os.path.join(src, entry["path"])
-            try:
-                handle, st = _open_regular(path)
-            except OSError as exc:
-                raise ProvenanceError("%s changed while archiving: %s" % (entry["path"], exc.strerror or exc)) from exc
-            with handle:
-                if st.st_size != entry["size"]:
-                    raise ProvenanceError("%s changed while archiving (size)" % entry["path"])
-                reader = _HashingReader(handle)
-                try:
-                    tar.addfile(info, reader)
-                except (OSError, tarfile.TarError) as exc:
-                    raise ProvenanceError("%s changed while archiving: %s" % (entry["path"], exc)) from exc
-                if reader.digest.hexdigest() != entry["sha256"]:
-                    raise ProvenanceError("%s changed while archiving (sha256)" % entry["path"])
+    for entry in sorted(entries, key=lambda e: e["path"].encode("utf-8")):
+        sink.write(tar_entry_header(entry))
+        if entry["type"] == "file":
+            _copy_checked(entry, os.path.join(src, entry["path"]), sink)
+            sink.write(_tar_padding(entry["size"]))
+    sink.write(b"\0" * (2 * TAR_BLOCK))
+    sink.write(b"\0" * (-sink.offset % TAR_RECORD))
     return sink.digest.hexdigest(), sink.offset
 
 
@@ -752,7 +809,8 @@ def collect(
         source, names = git_source(git, src, excluded)
         names = [n for n in names if not any(n == e or n.startswith(e + "/") for e in excluded)]
     else:
-        source = {"vcs": None, "commit": None, "branch": None, "dirty": None, "untracked": []}
+        source = dict((key, None) for key in ("vcs", "commit", "branch", "commit_time", "remote", "toplevel"))
+        source.update({"subdir": None, "dirty": None, "untracked": []})
         names = walk_source(src, excluded)
     entries, skipped = file_entries(src, names)
     manifest = manifest_text(entries)
@@ -784,8 +842,27 @@ def collect(
         "pod": pod_rec,
         "result": dict(UNKNOWN_RESULT),
     }
-    record = scrub(record, secrets)
+    # The source part is the tree as it is (paths and hashes must match the manifest and the archive): a
+    # secret value inside a path there is refused, not rewritten. Everything else is scrubbed.
+    _refuse_secret_paths(source, env_record, env, secrets)
+    for key in ("command", "config", "pod", "controller"):
+        record[key] = scrub(record[key], secrets)
+    source["remote"] = scrub(source.get("remote"), secrets)
     return Collected(record, entries, src, secrets, archived)
+
+
+def _refuse_secret_paths(source, env_record, env, secrets):
+    if not secrets:
+        return
+    paths = [entry["path"] for entry in source["files"]] + [entry["path"] for entry in source["skipped"]]
+    paths += [source["path"], source.get("toplevel") or ""]
+    for secret in secrets:
+        if any(secret in path for path in paths):
+            names = sorted(name for name in env_record if env_record[name] == REDACTED and str(env[name]) == secret)
+            raise ProvenanceError(
+                "a path of the source holds the value of the secret env %s: it would be written in the record; "
+                "rename it or leave it out of the tree" % ", ".join(names)
+            )
 
 
 def comparable(record):

@@ -21,8 +21,8 @@ description:
     copy of the tree) and as C(source.files) (one path a line, for C(rsync --files-from)).
   - When the tree is dirty, or not in git, a source archive C(source.tar) holds exactly the recorded files.
     It is deterministic (sorted entries, mtime 0, uid and gid 0, no user or group names, GNU format without
-    pax timestamps), so the same tree always gives the same archive sha256, and every file is checked
-    against its manifest hash while it is archived.
+    pax timestamps; the same bytes under any controller Python), so the same tree always gives the same archive
+    sha256, and every file is checked against its manifest hash while it is archived.
   - Also recorded are the exact command (argument list and a shell-quoted string), the config file's path,
     sha256 and (for the reference trainer's config) its config hash, the environment overrides with the values
     of secret-looking names redacted, the pod, UTC timestamps, the controller's host name and tool versions.
@@ -86,7 +86,7 @@ options:
       - The value of every name containing V(KEY), V(TOKEN), V(SECRET), V(PASSWORD), V(PASSWD), V(CREDENTIAL),
         V(AUTH) or V(PRIVATE) (any case) is recorded as V(<redacted>), never written anywhere, and hidden from
         this module's output. Any other occurrence of such a value (6 characters or longer) in the record, in a
-        command argument say, is replaced by V(<redacted>) too.
+        command argument say, is replaced by V(<redacted>) too; a path of the source tree holding one fails.
     type: dict
     default: {}
   pod:

@@ -229,6 +229,41 @@ def test_long_names_are_archived_without_pax_headers(repo, runs, tmp_path):
     assert record(repo, runs, "r2")["archive_sha256"] == result["archive_sha256"]
 
 
+def reference_tar(src, entries):
+    """The same archive built by Python's tarfile (GNU format, same fixed fields)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT, encoding="utf-8") as tar:
+        for entry in entries:
+            info = tarfile.TarInfo(entry["path"])
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+            if entry["type"] == "symlink":
+                info.type, info.linkname, info.mode = tarfile.SYMTYPE, entry["target"], 0o777
+                tar.addfile(info)
+            else:
+                info.mode, info.size = int(entry["mode"], 8), entry["size"]
+                with open(os.path.join(src, entry["path"]), "rb") as handle:
+                    tar.addfile(info, handle)
+    return buffer.getvalue()
+
+
+def test_archive_bytes_are_pythons_gnu_tar(repo, runs, tmp_path):
+    # Written by our own header code (tarfile's bytes vary with the Python version); the same bytes as
+    # tarfile's GNU format on Python >= 3.9, long names and long link targets included.
+    make_dirty(repo)
+    write(repo / ("long-" + "n" * 120) / "file.txt", "long\n", 0o600)
+    os.symlink("../" + "t" * 130, repo / "long_link")
+    os.symlink("train.py", repo / "short_link")
+    result = record(repo, runs)
+    entries = result["provenance"]["source"]["files"]
+    assert {e["type"] for e in entries} == {"file", "symlink"}
+    assert (runs / "r1" / "source.tar").read_bytes() == reference_tar(str(repo), entries)
+    listing = subprocess.run(
+        ["tar", "-tvf", str(runs / "r1" / "source.tar")], capture_output=True, text=True, check=True
+    )
+    assert "long_link -> ../" + "t" * 130 in listing.stdout
+    assert "long-" + "n" * 120 + "/file.txt" in listing.stdout
+
+
 def test_deleted_tracked_file_is_skipped_and_the_tree_dirty(repo, runs):
     (repo / "pkg" / "model.py").unlink()
     source = record(repo, runs)["provenance"]["source"]
@@ -410,6 +445,13 @@ def test_secret_env_values_are_never_written(repo, runs):
     for path in written:
         data = path.read_bytes()
         assert SECRET.encode() not in data and PASSWORD.encode() not in data, path
+
+
+def test_a_secret_value_in_a_source_path_is_refused_not_rewritten(repo, runs):
+    write(repo / ("cache-" + SECRET) / "x.py", "x\n")
+    with pytest.raises(prov.ProvenanceError, match="secret env HF_TOKEN"):
+        record(repo, runs, env={"HF_TOKEN": SECRET})
+    assert not runs.exists()
 
 
 def test_pod_is_recorded_as_given(repo, runs):
