@@ -5,7 +5,6 @@ trainops_train.config's hash, and refuse exactly the configs the trainer refuses
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import pathlib
 import sys
@@ -21,7 +20,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def prov(monkeypatch):
     """plugins/module_utils/_provenance.py, imported through the collection's path for this test only."""
     monkeypatch.syspath_prepend(str(ROOT / "collections"))
-    return importlib.import_module("ansible_collections.trainops.gpu.plugins.module_utils._provenance")
+    from ansible_collections.trainops.gpu.plugins.module_utils import _provenance
+
+    return _provenance
 
 
 def trainer_hash(raw: dict) -> str:
@@ -118,7 +119,7 @@ def test_the_module_records_the_trainers_hash_with_and_without_trainops_train(pr
     # As where the package is not installed: the standard-library copy gives the same hash.
     monkeypatch.setitem(sys.modules, "trainops_train", None)
     with pytest.raises(ImportError):
-        importlib.import_module("trainops_train")
+        import trainops_train  # noqa: F401
     used = []
     builtin = prov.builtin_trainer_config_hash
     monkeypatch.setattr(prov, "builtin_trainer_config_hash", lambda raw: used.append(raw) or builtin(raw))
