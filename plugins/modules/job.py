@@ -898,25 +898,45 @@ def _launch(module, job, argv, chdir, env, launcher, python, interval, run_id):
         "python": python,
     }
     _write_atomic(job.path(COMMAND_NAME), json.dumps(config, indent=2, sort_keys=True) + "\n")
+    fifo = _make_env_fifo(job)
+    full_env = dict(os.environ)
+    full_env.update(env)
+    payload = json.dumps(full_env).encode("utf-8")
+    supervisor = [python, job.path(SUPERVISOR_NAME), job.job_dir]
+    supervisor_pid = _start_supervisor(module, job, supervisor, tmux, session)
+    _hand_over_env(module, job, fifo, payload, supervisor_pid, session)
+    # Wait until the command runs (pid) or could not start (exit_code).
+    deadline = time.monotonic() + HANDOVER_TIMEOUT
+    while not (os.path.exists(job.path(JOB_PID_NAME)) or os.path.exists(job.path(JOB_EXIT_CODE_NAME))):
+        _check_handover(module, job, deadline, supervisor_pid, session, "start the command")
+        time.sleep(0.02)
+
+
+def _make_env_fifo(job):
+    """Create a fresh env.fifo (removing it and supervisor.json when a start that failed left them); its path."""
     fifo = job.path(ENV_FIFO_NAME)
     for stale in (fifo, job.path(SUPERVISOR_STATE_NAME)):  # left by a start that failed
         if os.path.lexists(stale):
             os.unlink(stale)
     os.mkfifo(fifo, 0o600)
-    full_env = dict(os.environ)
-    full_env.update(env)
-    payload = json.dumps(full_env).encode("utf-8")
-    supervisor = [python, job.path(SUPERVISOR_NAME), job.job_dir]
-    supervisor_pid = None
-    if launcher == "tmux":
-        line = "exec " + " ".join(shlex.quote(arg) for arg in supervisor)
-        rc, out, err = module.run_command([tmux, "new-session", "-d", "-s", session, line], cwd="/")
-        if rc != 0:
-            _abandon(module, job, None, session)
-            module.fail_json(msg="tmux new-session failed (rc=%d): %s" % (rc, (out + err).strip()))
-    else:
-        supervisor_pid = _spawn_detached(supervisor)
-    # Hand the environment over through the FIFO: nothing of it reaches the disk.
+    return fifo
+
+
+def _start_supervisor(module, job, supervisor, tmux, session):
+    """Start the supervisor detached: in the tmux session when there is one, else under setsid. Its pid when
+    it is our child (setsid), else None."""
+    if session is None:
+        return _spawn_detached(supervisor)
+    line = "exec " + " ".join(shlex.quote(arg) for arg in supervisor)
+    rc, out, err = module.run_command([tmux, "new-session", "-d", "-s", session, line], cwd="/")
+    if rc != 0:
+        _abandon(module, job, None, session)
+        module.fail_json(msg="tmux new-session failed (rc=%d): %s" % (rc, (out + err).strip()))
+    return None
+
+
+def _hand_over_env(module, job, fifo, payload, supervisor_pid, session):
+    """Hand the environment over through the FIFO: nothing of it reaches the disk."""
     deadline = time.monotonic() + HANDOVER_TIMEOUT
     fd = None
     while fd is None:
@@ -925,12 +945,7 @@ def _launch(module, job, argv, chdir, env, launcher, python, interval, run_id):
         except OSError as exc:
             if exc.errno != errno.ENXIO:
                 raise
-            if time.monotonic() > deadline or _exited(supervisor_pid) or _supervisor_died(job):
-                _abandon(module, job, supervisor_pid, session)
-                module.fail_json(
-                    msg="the supervisor ended or did not take its environment within %d s" % HANDOVER_TIMEOUT,
-                    supervisor_log=_tail(job.path(SUPERVISOR_LOG_NAME), 40),
-                )
+            _check_handover(module, job, deadline, supervisor_pid, session, "take its environment")
             time.sleep(0.02)
     try:
         os.set_blocking(fd, True)
@@ -939,16 +954,16 @@ def _launch(module, job, argv, chdir, env, launcher, python, interval, run_id):
             view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
-    # Wait until the command runs (pid) or could not start (exit_code).
-    deadline = time.monotonic() + HANDOVER_TIMEOUT
-    while not (os.path.exists(job.path(JOB_PID_NAME)) or os.path.exists(job.path(JOB_EXIT_CODE_NAME))):
-        if time.monotonic() > deadline or _exited(supervisor_pid) or _supervisor_died(job):
-            _abandon(module, job, supervisor_pid, session)
-            module.fail_json(
-                msg="the supervisor ended or did not start the command within %d s" % HANDOVER_TIMEOUT,
-                supervisor_log=_tail(job.path(SUPERVISOR_LOG_NAME), 40),
-            )
-        time.sleep(0.02)
+
+
+def _check_handover(module, job, deadline, supervisor_pid, session, what):
+    """While starting: when the deadline has passed or the supervisor has ended, abandon the start and fail."""
+    if time.monotonic() > deadline or _exited(supervisor_pid) or _supervisor_died(job):
+        _abandon(module, job, supervisor_pid, session)
+        module.fail_json(
+            msg="the supervisor ended or did not %s within %d s" % (what, HANDOVER_TIMEOUT),
+            supervisor_log=_tail(job.path(SUPERVISOR_LOG_NAME), 40),
+        )
 
 
 def _spawn_detached(argv):
@@ -1052,34 +1067,49 @@ def _validate_env(module, env):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            name=dict(type="str", required=True),
-            run_id=dict(type="str"),
-            durable_root=dict(type="path"),
-            job_dir=dict(type="path"),
-            command=dict(type="raw"),
-            chdir=dict(type="path"),
-            env=dict(type="dict", default={}),
-            state=dict(type="str", choices=["started", "status", "stopped"], default="started"),
-            restart=dict(type="bool", default=False),
-            wait=dict(type="int", default=0),
-            signal=dict(type="str"),
-            grace=dict(type="int", default=30),
-            telemetry_interval=dict(type="float", default=3.0),
-            tail_lines=dict(type="int", default=20),
-            launcher=dict(type="str", choices=["auto", "tmux", "setsid"], default="auto"),
-            python=dict(type="path"),
-        ),
-        supports_check_mode=True,
+    module = AnsibleModule(argument_spec=_argument_spec(), supports_check_mode=True)
+    env, signum = _check_params(module)
+    job_dir, run_dir, default_chdir = _resolve_paths(module)
+    job = Job(job_dir, run_dir)
+    result = dict(changed=False, signals_sent=[], archived_to=None, wait_expired=False)
+    state = module.params["state"]
+    if state == "status":
+        _status(module, job, result)
+    elif state == "stopped":
+        _stop(module, job, result, signum)
+    else:
+        _start(module, job, result, env, default_chdir)
+
+
+def _argument_spec():
+    return dict(
+        name=dict(type="str", required=True),
+        run_id=dict(type="str"),
+        durable_root=dict(type="path"),
+        job_dir=dict(type="path"),
+        command=dict(type="raw"),
+        chdir=dict(type="path"),
+        env=dict(type="dict", default={}),
+        state=dict(type="str", choices=["started", "status", "stopped"], default="started"),
+        restart=dict(type="bool", default=False),
+        wait=dict(type="int", default=0),
+        signal=dict(type="str"),
+        grace=dict(type="int", default=30),
+        telemetry_interval=dict(type="float", default=3.0),
+        tail_lines=dict(type="int", default=20),
+        launcher=dict(type="str", choices=["auto", "tmux", "setsid"], default="auto"),
+        python=dict(type="path"),
     )
+
+
+def _check_params(module):
+    """Mask the secret env values, check the parameters' ranges; (env as strings, (signum, name) or None)."""
     params = module.params
     env = params["env"] or {}
     for key, value in env.items():
         if isinstance(key, str) and SECRET_NAME_RE.search(key) and value not in (None, ""):
             module.no_log_values.add(to_native(value))
     env = _validate_env(module, env)
-    state = params["state"]
     if not 0 <= params["wait"] <= MAX_WAIT:
         module.fail_json(msg="wait must be from 0 to %d seconds, got %d" % (MAX_WAIT, params["wait"]))
     if not 0 <= params["grace"] <= MAX_GRACE:
@@ -1088,44 +1118,74 @@ def main():
         module.fail_json(msg="telemetry_interval must be from 0.5 to 3600 seconds")
     if not 0 <= params["tail_lines"] <= 1000:
         module.fail_json(msg="tail_lines must be from 0 to 1000")
-    if params["signal"] is not None and state != "stopped":
+    if params["signal"] is not None and params["state"] != "stopped":
         module.fail_json(msg="signal is only for state=stopped")
     signum = _signal_number(module, params["signal"]) if params["signal"] is not None else None
-    job_dir, run_dir, default_chdir = _resolve_paths(module)
-    tail_lines = params["tail_lines"]
-    job = Job(job_dir, run_dir)
-    result = dict(changed=False, signals_sent=[], archived_to=None, wait_expired=False)
+    return env, signum
 
-    if state == "status":
-        info, expired = _wait_end(job, params["wait"], tail_lines) if params["wait"] else (job.read(tail_lines), False)
-        result.update(info, wait_expired=expired)
-        module.exit_json(**result)
 
-    if state == "stopped":
+def _read_or_wait(job, wait, tail_lines):
+    """(info, wait expired): after waiting up to `wait` seconds for the job to end, or at once for 0."""
+    if wait:
+        return _wait_end(job, wait, tail_lines)
+    return job.read(tail_lines), False
+
+
+def _status(module, job, result):
+    info, expired = _read_or_wait(job, module.params["wait"], module.params["tail_lines"])
+    result.update(info, wait_expired=expired)
+    module.exit_json(**result)
+
+
+def _stop(module, job, result, signum):
+    """state=stopped: the signal (SIGTERM, then SIGKILL after grace unless `signum` is given), then the result."""
+    name, tail_lines = module.params["name"], module.params["tail_lines"]
+    info = job.read(tail_lines)
+    if info["state"] != "running":
+        result.update(info)
+        module.exit_json(msg="job %s is %s: nothing to stop" % (name, info["state"]), **result)
+    first = signum if signum is not None else (signal.SIGTERM, "SIGTERM")
+    if module.check_mode:
+        result.update(info, changed=True, signals_sent=[first[1]])
+        module.exit_json(msg="would send %s to job %s" % (first[1], name), **result)
+    sent = []
+    _signal_locked(module, job, tail_lines, first, sent)
+    info, expired = _wait_end(job, module.params["grace"], tail_lines)
+    if expired and signum is None:
+        _signal_locked(module, job, tail_lines, (signal.SIGKILL, "SIGKILL"), sent)
+        info, expired = _wait_end(job, 30, tail_lines)
+    result.update(info, changed=bool(sent), signals_sent=sent, wait_expired=expired)
+    module.exit_json(**result)
+
+
+def _signal_locked(module, job, tail_lines, signum, sent):
+    """Under the lock, send signum = (number, name) to the job while it runs; append the name to `sent` if sent."""
+    with Lock(module, job.path(LOCK_NAME)):
         info = job.read(tail_lines)
-        if info["state"] != "running":
-            result.update(info)
-            module.exit_json(msg="job %s is %s: nothing to stop" % (params["name"], info["state"]), **result)
-        first = signum if signum is not None else (signal.SIGTERM, "SIGTERM")
-        if module.check_mode:
-            result.update(info, changed=True, signals_sent=[first[1]])
-            module.exit_json(msg="would send %s to job %s" % (first[1], params["name"]), **result)
-        with Lock(module, job.path(LOCK_NAME)):
-            info = job.read(tail_lines)
-            sent = []
-            if info["state"] == "running" and info["pid"] and _signal_job(job, info, first[0]):
-                sent.append(first[1])
-        info, expired = _wait_end(job, params["grace"], tail_lines)
-        if expired and signum is None:
-            with Lock(module, job.path(LOCK_NAME)):
-                info = job.read(tail_lines)
-                if info["state"] == "running" and _signal_job(job, info, signal.SIGKILL):
-                    sent.append("SIGKILL")
-            info, expired = _wait_end(job, 30, tail_lines)
-        result.update(info, changed=bool(sent), signals_sent=sent, wait_expired=expired)
-        module.exit_json(**result)
+        if info["state"] == "running" and info["pid"] and _signal_job(job, info, signum[0]):
+            sent.append(signum[1])
 
-    # state == started
+
+def _start(module, job, result, env, default_chdir):
+    """state=started: attach to the running job, or start it (restarting an ended one with restart=true)."""
+    params = module.params
+    argv, chdir, python = _start_args(module, default_chdir)
+    info = job.read(params["tail_lines"])
+    if module.check_mode:
+        _start_check_mode(module, info, argv, result)
+    try:
+        os.makedirs(job.job_dir, 0o755, exist_ok=True)
+    except OSError as exc:
+        module.fail_json(msg="cannot create %s: %s" % (job.job_dir, to_native(exc)))
+    changed = _start_or_attach(module, job, argv, chdir, env, python, result)
+    info, expired = _read_or_wait(job, params["wait"], params["tail_lines"])
+    result.update(info, changed=changed, wait_expired=expired)
+    module.exit_json(**result)
+
+
+def _start_args(module, default_chdir):
+    """The command's argv, its working directory and the supervisor's python, checked."""
+    params = module.params
     if params["command"] is None:
         module.fail_json(msg="state=started needs command")
     argv = _command_argv(module, params["command"])
@@ -1135,51 +1195,48 @@ def main():
         module.fail_json(msg="chdir %s is not a directory" % chdir)
     if not (os.path.isfile(python) and os.access(python, os.X_OK)):
         module.fail_json(msg="python %s is not an executable file" % python)
-    info = job.read(tail_lines)
-    if module.check_mode:
-        if info["state"] == "running":
-            _warn_if_other_command(module, info, argv)
-            result.update(info)
-            module.exit_json(msg="job %s runs: would attach" % params["name"], **result)
-        if info["state"] in ("exited", "lost") and not params["restart"]:
-            _refuse(module, info, params["name"])
-        result.update(info, changed=True)
-        module.exit_json(msg="would start job %s" % params["name"], **result)
+    return argv, chdir, python
 
-    try:
-        os.makedirs(job_dir, 0o755, exist_ok=True)
-    except OSError as exc:
-        module.fail_json(msg="cannot create %s: %s" % (job_dir, to_native(exc)))
+
+def _start_check_mode(module, info, argv, result):
+    """state=started in check mode: say what would be done (attach, refuse or start), changing nothing."""
+    name = module.params["name"]
+    if info["state"] == "running":
+        _warn_if_other_command(module, info, argv)
+        result.update(info)
+        module.exit_json(msg="job %s runs: would attach" % name, **result)
+    if info["state"] in ("exited", "lost") and not module.params["restart"]:
+        _refuse(module, info, name)
+    result.update(info, changed=True)
+    module.exit_json(msg="would start job %s" % name, **result)
+
+
+def _start_or_attach(module, job, argv, chdir, env, python, result):
+    """Under the lock: attach to the running job, or archive an ended one (with restart) and launch; changed."""
+    params = module.params
     with Lock(module, job.path(LOCK_NAME)):
-        info = job.read(tail_lines)
+        info = job.read(params["tail_lines"])
         if info["state"] == "running":
             _warn_if_other_command(module, info, argv)
-            changed = False
-        else:
-            if not os.path.isdir(chdir):
-                module.fail_json(msg="chdir %s is not a directory" % chdir)
-            if info["state"] in ("exited", "lost"):
-                if not params["restart"]:
-                    _refuse(module, info, params["name"])
-                result["archived_to"] = _archive(job)
-            _launch(
-                module,
-                job,
-                argv,
-                chdir,
-                env,
-                params["launcher"],
-                python,
-                params["telemetry_interval"],
-                params["run_id"],
-            )
-            changed = True
-    if params["wait"]:
-        info, expired = _wait_end(job, params["wait"], tail_lines)
-    else:
-        info, expired = job.read(tail_lines), False
-    result.update(info, changed=changed, wait_expired=expired)
-    module.exit_json(**result)
+            return False
+        if not os.path.isdir(chdir):
+            module.fail_json(msg="chdir %s is not a directory" % chdir)
+        if info["state"] in ("exited", "lost"):
+            if not params["restart"]:
+                _refuse(module, info, params["name"])
+            result["archived_to"] = _archive(job)
+        _launch(
+            module,
+            job,
+            argv,
+            chdir,
+            env,
+            params["launcher"],
+            python,
+            params["telemetry_interval"],
+            params["run_id"],
+        )
+        return True
 
 
 def _warn_if_other_command(module, info, argv):
