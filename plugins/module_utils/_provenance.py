@@ -748,10 +748,14 @@ def tool_versions(git):
     return {"collection": COLLECTION_VERSION, "python": platform.python_version(), "git": git_version(git)}
 
 
-def wants_archive(mode, vcs, dirty):
-    # type: (str, object, bool) -> bool
+def _check_archive_mode(mode):
     if mode not in ARCHIVE_CHOICES:
         raise ProvenanceError("archive must be one of %s, got %r" % (", ".join(ARCHIVE_CHOICES), mode))
+
+
+def wants_archive(mode, vcs, dirty):
+    # type: (str, object, bool) -> bool
+    _check_archive_mode(mode)
     if mode == "always":
         return True
     if mode == "never":
@@ -772,6 +776,56 @@ class Collected(object):
         self.file_list = file_list_text(entries)
 
 
+def _read_inputs(command, config, config_is_trainer, env, pod):
+    """(env record, secret names, secrets, command, config, pod): the run's inputs, checked and recorded."""
+    env_record, secret_names, secrets = redact_env(env)
+    command_rec = command_record(command)
+    pod_rec = pod_record(pod)
+    if config_is_trainer and not config:
+        raise ProvenanceError("config_is_trainer needs config (the trainer's config file)")
+    config_rec = config_record(config, config_is_trainer)
+    return env_record, secret_names, secrets, command_rec, config_rec, pod_rec
+
+
+def _excluded_paths(src, runs_dir):
+    """The paths below ``src`` left out of the source: the run's own outputs, even when runs_dir lies inside."""
+    runs_inside = _inside(runs_dir, src)
+    if runs_inside == ".":
+        raise ProvenanceError(
+            "runs_dir %s is the source directory itself; give a directory beside or below it" % runs_dir
+        )
+    return [runs_inside] if runs_inside else []
+
+
+def _read_source(git, src, excluded):
+    """(source info, names): what git says about ``src``, or a plain directory's files with no commit."""
+    if is_git_tree(git, src):
+        source, names = git_source(git, src, excluded)
+        names = [n for n in names if not any(n == e or n.startswith(e + "/") for e in excluded)]
+        return source, names
+    source = dict((key, None) for key in ("vcs", "commit", "branch", "commit_time", "remote", "toplevel"))
+    source.update({"subdir": None, "dirty": None, "untracked": []})
+    return source, walk_source(src, excluded)
+
+
+def _source_files(source, src, excluded, entries, skipped):
+    """Add the recorded files, their totals and the manifest's hash to ``source`` (no archive yet)."""
+    manifest = manifest_text(entries)
+    source.update(
+        {
+            "path": src,
+            "excluded": excluded,
+            "skipped": skipped,
+            "files": entries,
+            "file_count": len(entries),
+            "bytes": sum(entry["size"] for entry in entries if entry["type"] == "file"),
+            "manifest": MANIFEST_NAME,
+            "manifest_sha256": sha256_bytes(manifest.encode("utf-8")),
+            "archive": None,
+        }
+    )
+
+
 def collect(
     src,
     run_id,
@@ -787,47 +841,18 @@ def collect(
 ):
     """Read everything a run's provenance records; writes nothing."""
     validate_run_id(run_id)
-    if archive not in ARCHIVE_CHOICES:
-        raise ProvenanceError("archive must be one of %s, got %r" % (", ".join(ARCHIVE_CHOICES), archive))
-    env_record, secret_names, secrets = redact_env(env)
-    command_rec = command_record(command)
-    pod_rec = pod_record(pod)
-    if config_is_trainer and not config:
-        raise ProvenanceError("config_is_trainer needs config (the trainer's config file)")
-    config_rec = config_record(config, config_is_trainer)
+    _check_archive_mode(archive)
+    env_record, secret_names, secrets, command_rec, config_rec, pod_rec = _read_inputs(
+        command, config, config_is_trainer, env, pod
+    )
     src = os.path.abspath(src)
     if not os.path.isdir(src):
         raise ProvenanceError("src %s is not a directory" % src)
-    # The run's own outputs never belong to the source, even when runs_dir lies inside it.
-    runs_inside = _inside(runs_dir, src)
-    if runs_inside == ".":
-        raise ProvenanceError(
-            "runs_dir %s is the source directory itself; give a directory beside or below it" % runs_dir
-        )
-    excluded = [runs_inside] if runs_inside else []
-    if is_git_tree(git, src):
-        source, names = git_source(git, src, excluded)
-        names = [n for n in names if not any(n == e or n.startswith(e + "/") for e in excluded)]
-    else:
-        source = dict((key, None) for key in ("vcs", "commit", "branch", "commit_time", "remote", "toplevel"))
-        source.update({"subdir": None, "dirty": None, "untracked": []})
-        names = walk_source(src, excluded)
+    excluded = _excluded_paths(src, runs_dir)
+    source, names = _read_source(git, src, excluded)
     entries, skipped = file_entries(src, names)
-    manifest = manifest_text(entries)
     archived = wants_archive(archive, source["vcs"], bool(source["dirty"]))
-    source.update(
-        {
-            "path": src,
-            "excluded": excluded,
-            "skipped": skipped,
-            "files": entries,
-            "file_count": len(entries),
-            "bytes": sum(entry["size"] for entry in entries if entry["type"] == "file"),
-            "manifest": MANIFEST_NAME,
-            "manifest_sha256": sha256_bytes(manifest.encode("utf-8")),
-            "archive": None,
-        }
-    )
+    _source_files(source, src, excluded, entries, skipped)
     record = {
         "format_version": FORMAT_VERSION,
         "run_id": run_id,
@@ -899,9 +924,10 @@ def _fsync_dir(path):
         os.close(fd)
 
 
-def atomic_write(path, writer):
-    """Write ``path`` through ``writer(binary file)`` into a temporary file beside it, fsync, rename, fsync
-    the directory. Returns what the writer returned."""
+def _atomic_write(path, writer, unchanged=None):
+    """(writer's result, replaced): write ``path`` through ``writer(binary file)`` into a temporary file beside
+    it, fsync, rename, fsync the directory. When ``unchanged(result)`` says the file already holds that, the
+    temporary file is dropped instead and ``path`` is left as it is."""
     directory = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
     try:
@@ -909,6 +935,9 @@ def atomic_write(path, writer):
             result = writer(handle)
             handle.flush()
             os.fsync(handle.fileno())
+        if unchanged is not None and unchanged(result):
+            os.unlink(tmp)
+            return result, False
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
@@ -916,7 +945,13 @@ def atomic_write(path, writer):
             os.unlink(tmp)
         raise
     _fsync_dir(directory)
-    return result
+    return result, True
+
+
+def atomic_write(path, writer):
+    """Write ``path`` through ``writer(binary file)`` into a temporary file beside it, fsync, rename, fsync
+    the directory. Returns what the writer returned."""
+    return _atomic_write(path, writer)[0]
 
 
 def _same_file_text(path, text):
@@ -927,28 +962,73 @@ def _same_file_text(path, text):
         return False
 
 
+def _same_archive(path, digest):
+    return os.path.isfile(path) and sha256_file(path) == digest
+
+
 def _write_archive_file(found, run_dir, archive_path):
     """Build the archive into a temporary file in the run directory; keep the old file when identical.
     Returns (sha256, bytes, changed)."""
     if not os.path.isdir(run_dir):
         os.makedirs(run_dir)
-    fd, tmp = tempfile.mkstemp(prefix="." + ARCHIVE_NAME + ".", suffix=".tmp", dir=run_dir)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            digest, size = write_archive(found.src, found.entries, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if os.path.isfile(archive_path) and sha256_file(archive_path) == digest:
-            os.unlink(tmp)
-            return digest, size, False
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, archive_path)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(run_dir)
-    return digest, size, True
+    (digest, size), changed = _atomic_write(
+        archive_path,
+        lambda handle: write_archive(found.src, found.entries, handle),
+        lambda result: _same_archive(archive_path, result[0]),
+    )
+    return digest, size, changed
+
+
+def _record_archive(found, run_dir, archive_path, check_mode):
+    """(archive sha256 or None, changed): write (or in check mode only hash) the archive when the run has one
+    and note it in the record; else remove an archive left by an earlier run."""
+    if found.archive:
+        if check_mode:
+            archive_sha, archive_bytes = write_archive(found.src, found.entries)
+            changed = not _same_archive(archive_path, archive_sha)
+        else:
+            archive_sha, archive_bytes, changed = _write_archive_file(found, run_dir, archive_path)
+        found.record["source"]["archive"] = {
+            "path": ARCHIVE_NAME,
+            "sha256": archive_sha,
+            "bytes": archive_bytes,
+            "format": "tar (GNU, sorted, mtime 0, uid/gid 0)",
+        }
+        return archive_sha, changed
+    if os.path.lexists(archive_path):
+        # An archive of an earlier, different tree of this run would mislead whoever rebuilds from it.
+        if not check_mode:
+            os.unlink(archive_path)
+        return None, True
+    return None, False
+
+
+def _keep_existing(rec, existing):
+    """Carry the existing record's CARRIED_KEYS into ``rec``, and its timestamps when nothing else changed."""
+    if not isinstance(existing, dict):
+        return
+    for key in CARRIED_KEYS:
+        if key in existing:
+            rec[key] = existing[key]
+    if comparable(existing) == comparable(json.loads(json.dumps(rec))):
+        for key in TIMESTAMP_KEYS:
+            if key in existing:
+                rec[key] = existing[key]
+
+
+def _write_texts(run_dir, texts, check_mode):
+    """Write each (path, text) whose file does not already hold that text; True when any would change."""
+    changed = False
+    for target, text in texts:
+        if _same_file_text(target, text):
+            continue
+        changed = True
+        if not check_mode:
+            if not os.path.isdir(run_dir):
+                os.makedirs(run_dir)
+            data = text.encode("utf-8")
+            atomic_write(target, lambda handle, data=data: handle.write(data))
+    return changed
 
 
 def record(
@@ -979,44 +1059,12 @@ def record(
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise ProvenanceError("%s exists and is not a directory" % run_dir)
     existing = read_existing(path)
-    changed = False
-    archive_sha = None
-    if found.archive:
-        if check_mode:
-            archive_sha, archive_bytes = write_archive(found.src, found.entries)
-            changed = not (os.path.isfile(archive_path) and sha256_file(archive_path) == archive_sha)
-        else:
-            archive_sha, archive_bytes, changed = _write_archive_file(found, run_dir, archive_path)
-        found.record["source"]["archive"] = {
-            "path": ARCHIVE_NAME,
-            "sha256": archive_sha,
-            "bytes": archive_bytes,
-            "format": "tar (GNU, sorted, mtime 0, uid/gid 0)",
-        }
-    elif os.path.lexists(archive_path):
-        # An archive of an earlier, different tree of this run would mislead whoever rebuilds from it.
-        changed = True
-        if not check_mode:
-            os.unlink(archive_path)
+    archive_sha, changed = _record_archive(found, run_dir, archive_path, check_mode)
     rec = found.record
-    if isinstance(existing, dict):
-        for key in CARRIED_KEYS:
-            if key in existing:
-                rec[key] = existing[key]
-        if comparable(existing) == comparable(json.loads(json.dumps(rec))):
-            for key in TIMESTAMP_KEYS:
-                if key in existing:
-                    rec[key] = existing[key]
+    _keep_existing(rec, existing)
     # provenance.json last: it names the files written before it.
-    for target, text in ((manifest_path, found.manifest), (list_path, found.file_list), (path, canonical_json(rec))):
-        if _same_file_text(target, text):
-            continue
-        changed = True
-        if not check_mode:
-            if not os.path.isdir(run_dir):
-                os.makedirs(run_dir)
-            data = text.encode("utf-8")
-            atomic_write(target, lambda handle, data=data: handle.write(data))
+    texts = ((manifest_path, found.manifest), (list_path, found.file_list), (path, canonical_json(rec)))
+    changed = _write_texts(run_dir, texts, check_mode) or changed
     return {
         "changed": changed,
         "provenance": rec,
