@@ -1,0 +1,68 @@
+#!/bin/sh
+# Runs on the pod (ansible.builtin.script, from roles/sync/tasks/pull_steps.yml): lists what a pull takes
+# from a run directory and hashes it, at pull time.
+#
+#   sync_pull_manifest.sh RUN_DIR [--ckpt NAME]... [--] PATH...
+#
+# Writes, in RUN_DIR, pull.sha256 (sha256sum of every regular file under the PATHs, coreutils format,
+# sorted by bytes) and pull.files (pull.sha256, those files, then every regular file of each ckpt/NAME, for
+# `rsync --files-from`). Each is replaced only when its content changed, so an unchanged run directory is
+# left as it was. Prints one JSON line: {"state": "new"|"same", "files": N, "bytes": N (the hashed files),
+# "ckpt_files": N, "ckpt_bytes": N (the checkpoints' files), "missing": [PATHs not on the pod]}.
+# Exits 4 when a named checkpoint directory is missing.
+set -eu
+export LC_ALL=C
+
+run=$1
+shift
+cd "$run"
+
+ckpts=""
+while [ $# -gt 0 ]; do
+    case $1 in
+    --ckpt) ckpts="$ckpts $2"; shift 2 ;;
+    --) shift; break ;;
+    *) break ;;
+    esac
+done
+
+tmp=$(mktemp -d .sync-pull.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+missing=""
+: > "$tmp/list"
+for path in "$@"; do
+    if [ -e "$path" ]; then
+        find "$path" -type f -print >> "$tmp/list"
+    else
+        missing="$missing${missing:+,}\"$path\""
+    fi
+done
+sort -u -o "$tmp/list" "$tmp/list"
+
+: > "$tmp/ckpt"
+for name in $ckpts; do
+    if [ ! -d "ckpt/$name" ] || [ -L "ckpt/$name" ]; then
+        echo "no checkpoint directory ckpt/$name in $run" >&2
+        exit 4
+    fi
+    find "ckpt/$name" -type f -print | sort >> "$tmp/ckpt"
+done
+
+tr '\n' '\0' < "$tmp/list" | xargs -0 -r sha256sum -- > "$tmp/sha256"
+files=$(wc -l < "$tmp/list")
+bytes=$(tr '\n' '\0' < "$tmp/list" | xargs -0 -r stat -c %s -- | awk '{ s += $1 } END { printf "%d", s }')
+ckpt_files=$(wc -l < "$tmp/ckpt")
+ckpt_bytes=$(tr '\n' '\0' < "$tmp/ckpt" | xargs -0 -r stat -c %s -- | awk '{ s += $1 } END { printf "%d", s }')
+{ echo pull.sha256; cat "$tmp/list" "$tmp/ckpt"; } > "$tmp/files"
+
+state=same
+for name in sha256 files; do
+    if ! cmp -s "$tmp/$name" "pull.$name"; then
+        chmod 0644 "$tmp/$name"
+        mv "$tmp/$name" "pull.$name"
+        state=new
+    fi
+done
+printf '{"state": "%s", "files": %d, "bytes": %d, "ckpt_files": %d, "ckpt_bytes": %d, "missing": [%s]}\n' \
+    "$state" "$files" "$bytes" "$ckpt_files" "$ckpt_bytes" "$missing"
