@@ -1,0 +1,14 @@
+# Molecule scenarios of the roles (extensions/molecule/<role>/, podman containers of the local pod image).
+#   make molecule-sync   the sync role: push, pull, idempotence, testinfra verify (about 1-2 minutes)
+.PHONY: molecule-sync
+
+# Run from the collection root: molecule finds a collection's scenarios under extensions/molecule/.
+molecule-sync: setup image
+	@molecule test -s sync
+
+TEST_TARGETS += molecule-sync
+
+# Benchmark (not a test): the role's push of a 200 MB tree to an emulator pod against plain rsync -a.
+.PHONY: bench-sync
+bench-sync: setup image
+	@$(PY) benchmarks/sync_bench.py
