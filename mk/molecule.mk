@@ -1,12 +1,19 @@
 # Molecule scenarios of the roles (extensions/molecule/<role>/, podman containers of the local pod image).
 #   make molecule-sync   the sync role: push, pull, idempotence, testinfra verify (about 1-2 minutes)
-.PHONY: molecule-sync
+#   make molecule-bootstrap   the bootstrap role: a 2-GPU pod and one back without its GPUs, check mode,
+#                             idempotence, testinfra verify (about 50 s)
+.PHONY: molecule-sync molecule-bootstrap
 
 # Run from the collection root: molecule finds a collection's scenarios under extensions/molecule/.
 molecule-sync: setup image
 	@molecule test -s sync
 
 TEST_TARGETS += molecule-sync
+
+molecule-bootstrap: setup image
+	@molecule test -s bootstrap
+
+TEST_TARGETS += molecule-bootstrap
 
 # Benchmark (not a test): the role's push of a 200 MB tree to an emulator pod against plain rsync -a.
 .PHONY: bench-sync
