@@ -1,0 +1,325 @@
+# -*- coding: utf-8 -*-
+# Copyright: trainops.gpu maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Runs on the controller through AnsiballZ (Python >= 3.8, standard library only).
+# ruff: noqa: UP004, UP009, UP031, RUF100
+"""``runs/<run_id>/state.json``: everything a run created or used, recorded the moment it exists.
+
+One format and one writer for every playbook (bench, drill, teardown) and for the modules' ``record_to``;
+the audit reads these files to tell the runs' resources from orphans. The document::
+
+    {"format_version": 1, "run_id": ..., "api_url": ..., "started_at": ..., "updated_at": ...,
+     "resources": [{"kind": "pod", "id": ..., "name": ..., "role": ..., "action": "created",
+                    "status": ..., "recorded_at": ..., "updated_at": ...,
+                    "final": {"status": ..., "read_at": ..., "source": "api"}, ...}, ...]}
+
+- ``record(state_file, run_id, resources, run)`` upserts resources by ``(kind, id)``: fields are merged
+  (dicts recursively, anything else replaced), the first ``recorded_at`` is kept, ``updated_at`` is set
+  when a field changed; ``run`` fields are merged into the top level. An ``action`` of ``created`` is never
+  replaced: a resource this run created stays the run's to clean up.
+- Every write is atomic (temporary file, fsync, rename, directory fsync) under an exclusive ``flock`` on
+  ``state.json.lock``, so concurrent writers (two modules of one play, forks) lose nothing and a reader
+  never sees a torn file. Nothing is written when nothing changed.
+- Keys that look like secrets (api_key, token, secret, password, credential, private_key) are refused
+  anywhere in the record: the file is evidence, and evidence is copied around.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import errno
+import fcntl
+import json
+import os
+import re
+import time
+
+from ansible_collections.trainops.gpu.plugins.module_utils._provenance import (
+    ProvenanceError,
+    atomic_write,
+    validate_run_id,
+)
+
+FORMAT_VERSION = 1
+STATE_NAME = "state.json"
+LOCK_SUFFIX = ".lock"
+# Top-level keys the writer owns; ``run`` may not set them.
+OWNED_KEYS = ("format_version", "run_id", "updated_at", "resources")
+# Per-resource keys the writer owns.
+RESOURCE_OWNED_KEYS = ("recorded_at", "updated_at")
+ACTION_CREATED = "created"
+DEFAULT_LOCK_TIMEOUT_S = 30.0
+LOCK_POLL_S = 0.02
+
+# Narrower than provenance's env markers (which also take KEY, AUTH, PRIVATE): resource fields such as
+# ``ssh_key`` or ``public_key`` are not secrets, while anything named like a credential is.
+SECRET_KEY = re.compile(
+    r"(api[_-]?key|access[_-]?key|private[_-]?key|secret|token(?!s)|passw(or)?d|credential|auth[_-]?key|bearer)",
+    re.IGNORECASE,
+)
+
+
+class RunStateError(Exception):
+    """The state file cannot be read or written, or a record is refused; the message says what and where."""
+
+
+def utc_now():
+    # type: () -> str
+    """UTC time as bench.yml always wrote it: 2026-12-03T05:41:07Z."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def state_path(runs_dir, run_id):
+    # type: (str, str) -> str
+    """``<runs_dir>/<run_id>/state.json``, the run id checked to be a single safe name."""
+    return os.path.join(runs_dir, check_run_id(run_id), STATE_NAME)
+
+
+def check_run_id(run_id):
+    # type: (object) -> str
+    try:
+        return validate_run_id(run_id)
+    except ProvenanceError as exc:
+        raise RunStateError(str(exc)) from None
+
+
+def secret_keys(value, where=""):
+    # type: (object, str) -> list
+    """Paths (``resources[0].final.token``) of every key in a JSON-like value whose name looks secret."""
+    found = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            here = "%s.%s" % (where, key) if where else str(key)
+            if SECRET_KEY.search(str(key)):
+                found.append(here)
+            found.extend(secret_keys(item, here))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found.extend(secret_keys(item, "%s[%d]" % (where, index)))
+    return found
+
+
+def check_inputs(run_id, resources, run):
+    # type: (str, list, dict) -> tuple
+    """(resources as a list of dicts, run as a dict), each checked; RunStateError naming every problem."""
+    check_run_id(run_id)
+    problems = []
+    resources = list(resources or ())
+    run = dict(run or {})
+    for index, resource in enumerate(resources):
+        if not isinstance(resource, dict):
+            problems.append("resources[%d] must be a dict, got %s" % (index, type(resource).__name__))
+            continue
+        for key in ("kind", "id"):
+            if not isinstance(resource.get(key), str) or not resource.get(key):
+                problems.append("resources[%d] needs %s, a non-empty string, got %r" % (index, key, resource.get(key)))
+    owned = sorted(k for k in run if k in OWNED_KEYS and not (k == "run_id" and run[k] == run_id))
+    if owned:
+        problems.append("run must not set %s (the writer owns them)" % ", ".join(owned))
+    secrets = secret_keys({"resources": resources, "run": run})
+    if secrets:
+        problems.append("keys that look like secrets are never recorded: %s" % ", ".join(secrets))
+    try:
+        json.dumps({"resources": resources, "run": run}, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        problems.append("the record is not JSON: %s" % exc)
+    if problems:
+        raise RunStateError("cannot record in state.json of run %s: %s" % (run_id, "; ".join(problems)))
+    return resources, run
+
+
+def new_document(run_id, now):
+    # type: (str, str) -> dict
+    return {"format_version": FORMAT_VERSION, "run_id": run_id, "started_at": now, "updated_at": now, "resources": []}
+
+
+def check_document(document, state_file, run_id=None):
+    # type: (object, str, str) -> dict
+    """The document when it is a state.json of this format (and of ``run_id`` when given)."""
+    if not isinstance(document, dict) or not isinstance(document.get("resources"), list):
+        raise RunStateError("%s is not a run state document (no resources list)" % state_file)
+    if document.get("format_version") != FORMAT_VERSION:
+        raise RunStateError(
+            "%s has format_version %r; this writer knows %d only" % (state_file, document.get("format_version"), 1)
+        )
+    if run_id is not None and document.get("run_id") != run_id:
+        raise RunStateError(
+            "%s belongs to run %r, not %r: one state file per run" % (state_file, document.get("run_id"), run_id)
+        )
+    return document
+
+
+def load(state_file, run_id=None):
+    # type: (str, str) -> dict | None
+    """The document in ``state_file``, None when it does not exist; RunStateError when it is not one."""
+    try:
+        with open(state_file, "rb") as handle:
+            data = handle.read()
+    except (IOError, OSError) as exc:
+        if exc.errno == errno.ENOENT:
+            return None
+        raise RunStateError("cannot read %s: %s" % (state_file, exc.strerror or exc)) from None
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except ValueError as exc:
+        # Never overwrite a file that may hold the only record of a billing pod.
+        raise RunStateError("%s is not valid JSON (%s); move it aside to start a new one" % (state_file, exc)) from None
+    return check_document(document, state_file, run_id)
+
+
+def merge_fields(old, new):
+    # type: (dict, dict) -> dict
+    """``old`` updated with ``new``: dicts merged recursively, anything else replaced."""
+    merged = copy.deepcopy(old)
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_fields(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def upsert(resources, resource, now):
+    # type: (list, dict, str) -> bool
+    """Insert or update ``resource`` in ``resources`` (in place) by (kind, id); True when something changed."""
+    fields = dict((k, v) for k, v in resource.items() if k not in RESOURCE_OWNED_KEYS)
+    for index, existing in enumerate(resources):
+        if existing.get("kind") == fields["kind"] and existing.get("id") == fields["id"]:
+            if existing.get("action") == ACTION_CREATED:
+                fields.pop("action", None)
+            merged = merge_fields(existing, fields)
+            if merged == existing:
+                return False
+            merged["updated_at"] = now
+            merged.setdefault("recorded_at", now)
+            resources[index] = merged
+            return True
+    added = copy.deepcopy(fields)
+    added["recorded_at"] = now
+    added["updated_at"] = now
+    resources.append(added)
+    return True
+
+
+def merged_document(document, run_id, resources=(), run=None, now=None):
+    # type: (dict | None, str, list, dict, str) -> tuple
+    """(new document, changed): ``document`` (None: a new one) with the record applied. Pure."""
+    resources, run = check_inputs(run_id, resources, run)
+    now = now or utc_now()
+    result = new_document(run_id, now) if document is None else copy.deepcopy(document)
+    changed = document is None
+    run.pop("run_id", None)
+    for key, value in run.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            value = merge_fields(result[key], value)
+        if result.get(key) != value:
+            result[key] = copy.deepcopy(value)
+            changed = True
+    for resource in resources:
+        changed = upsert(result["resources"], resource, now) or changed
+    if changed:
+        result["updated_at"] = now
+    return result, changed
+
+
+def document_text(document):
+    # type: (dict) -> str
+    return json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+class StateLock(object):
+    """An exclusive flock on ``<state_file>.lock``, waited for at most ``timeout_s`` seconds."""
+
+    def __init__(self, state_file, timeout_s=DEFAULT_LOCK_TIMEOUT_S):
+        self.path = state_file + LOCK_SUFFIX
+        self.timeout_s = timeout_s
+        self.fd = None
+
+    def __enter__(self):
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise RunStateError("cannot open the lock %s: %s" % (self.path, exc.strerror or exc)) from None
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    self._close()
+                    raise RunStateError("cannot lock %s: %s" % (self.path, exc.strerror or exc)) from None
+            if time.monotonic() >= deadline:
+                self._close()
+                raise RunStateError(
+                    "%s stayed locked for %.0f s by another writer; nothing was recorded" % (self.path, self.timeout_s)
+                )
+            time.sleep(LOCK_POLL_S)
+
+    def _close(self):
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor releases the flock
+            self.fd = None
+
+    def __exit__(self, *exc_info):
+        self._close()
+        return False
+
+
+def ensure_directory(state_file):
+    # type: (str) -> None
+    directory = os.path.dirname(os.path.abspath(state_file))
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        raise RunStateError("cannot create the run directory %s: %s" % (directory, exc.strerror or exc)) from None
+
+
+def preflight(state_file, run_id):
+    # type: (str, str) -> dict | None
+    """Check, before anything is created, that ``state_file`` can take this run's records: a valid run id, not
+    a directory, an existing file of this format and run, a writable (or creatable) directory. Returns the
+    current document (None when there is none yet). Writes nothing."""
+    check_run_id(run_id)
+    if os.path.isdir(state_file):
+        raise RunStateError("%s is a directory, not a state file" % state_file)
+    document = load(state_file, run_id)
+    directory = os.path.dirname(os.path.abspath(state_file))
+    probe = directory
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe) or not os.access(probe, os.W_OK | os.X_OK):
+        raise RunStateError("cannot write %s: %s is not a writable directory" % (state_file, probe))
+    return document
+
+
+def record(state_file, run_id, resources=(), run=None, lock_timeout_s=DEFAULT_LOCK_TIMEOUT_S, check_mode=False):
+    # type: (str, str, list, dict, float, bool) -> tuple
+    """Upsert ``resources`` and merge ``run`` into ``state_file``; returns (document, changed).
+
+    Under the lock: read, merge, write atomically only when something changed. ``check_mode``: the same
+    without the lock and without writing (the document is what would be written)."""
+    check_inputs(run_id, resources, run)
+    if check_mode:
+        document = load(state_file, run_id)
+        return merged_document(document, run_id, resources, run)
+    ensure_directory(state_file)
+    with StateLock(state_file, lock_timeout_s):
+        document = load(state_file, run_id)
+        updated, changed = merged_document(document, run_id, resources, run)
+        if changed:
+            text = document_text(updated).encode("utf-8")
+            try:
+                atomic_write(state_file, lambda handle: handle.write(text))
+            except (IOError, OSError) as exc:
+                raise RunStateError("cannot write %s: %s" % (state_file, exc.strerror or exc)) from None
+        return updated, changed
+
+
+def find_resource(document, kind, resource_id):
+    # type: (dict | None, str, str) -> dict | None
+    for resource in (document or {}).get("resources") or []:
+        if resource.get("kind") == kind and resource.get("id") == resource_id:
+            return resource
+    return None
