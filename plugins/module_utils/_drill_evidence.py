@@ -1,0 +1,892 @@
+# -*- coding: utf-8 -*-
+# Copyright: trainops.gpu maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Runs on the controller through AnsiballZ (Python >= 3.8, standard library only; matplotlib is imported
+# only by render_png, and only when a plot is drawn).
+# ruff: noqa: UP004, UP009, UP031, RUF100
+"""The resume drill's judgement: did a run that was interrupted and resumed compute exactly what an
+uninterrupted reference run computed, how long did it take to recover (RTO) and how many steps were lost
+(RPO)?
+
+Pure functions on the files the drill pulled from the pods, used by the ``drill_evidence`` module:
+
+- ``read_journal(path)`` reads a metrics journal with the trainer's rules (``trainops_train.journal``):
+  only complete lines (ending with a newline) that parse as JSON objects count; a torn last line, from a
+  kill in the middle of a write, is dropped and counted.
+- ``compare_journals(reference, resumed)`` compares ``loss_hex`` and ``lr_hex`` of every step, as the bits
+  of the float each hex string spells, and names the first differing step, missing and extra steps.
+- ``judge_mode(reference, mode)`` adds the resume point (the ``resume`` event in events.jsonl after the
+  interruption), RPO, RTO, the checkpoint_verify result of the checkpoint resumed from, the outcome in
+  result.json and the final weights hash, and decides PASS or FAIL with reasons a person reads.
+- ``build_report(...)`` is the whole report (report.json); ``render_markdown(report)`` its ten-second
+  table (report.md); ``render_png(report, series)`` the loss plot (loss.png).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import struct
+
+from ansible_collections.trainops.gpu.plugins.module_utils._checkpoint_format import step_dirname
+
+FORMAT_VERSION = 1
+REPORT_JSON_NAME = "report.json"
+REPORT_MD_NAME = "report.md"
+LOSS_PNG_NAME = "loss.png"
+PASS = "PASS"
+FAIL = "FAIL"
+COMPARED_FIELDS = ("loss_hex", "lr_hex")
+FINISHED = "finished"
+# Journal lines above this many differences are counted, not listed one by one.
+MAX_LISTED_DIFFERENCES = 20
+# Points per line in the plot; longer journals are thinned evenly (every point stays in the comparison).
+MAX_PLOT_POINTS = 20000
+# Keys of report.json that change on every run although nothing else did; kept from an existing report
+# whose other keys are equal, so that a second run changes nothing.
+VOLATILE_KEYS = ("generated_at",)
+CLOCK_NOTE = (
+    "interrupted_at is the controller's clock, journal wall_time and event times are the pod's; "
+    "RTO is their difference after subtracting clock_offset_s (pod minus controller) when it was measured"
+)
+
+
+class EvidenceError(Exception):
+    """Bad input: the module fails with this message before writing anything."""
+
+
+class PlotLibraryMissing(Exception):
+    """matplotlib is not importable by the controller's Python."""
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+class Journal(object):
+    """A metrics journal as the trainer reads it: records by step, in file order."""
+
+    def __init__(self, path):
+        self.path = path
+        self.exists = False
+        self.records = {}  # step -> record (the first one)
+        self.order = []  # steps in file order, each once
+        self.duplicates = []  # steps recorded more than once
+        self.dropped_lines = 0  # torn or garbled lines (the trainer drops them too)
+        self.stepless_lines = 0  # JSON objects without an integer step
+        self.error = None  # why the file could not be read at all
+
+    @property
+    def steps(self):
+        return sorted(self.records)
+
+    @property
+    def last_step(self):
+        return max(self.records) if self.records else None
+
+
+def read_json_lines(path):
+    """(records, dropped): every complete line of a JSON-lines file that parses as an object, and how many
+    lines were dropped (a torn last line without its newline, or a garbled line). The trainer's rule."""
+    records = []
+    dropped = 0
+    with open(path, "rb") as handle:
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                dropped += 1
+                continue
+            try:
+                record = json.loads(raw.decode("utf-8", "replace"))
+            except ValueError:
+                dropped += 1
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+            else:
+                dropped += 1
+    return records, dropped
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def read_journal(path):
+    """The journal at ``path``; a missing or unreadable file gives a Journal with ``error`` set."""
+    journal = Journal(path)
+    if not path:
+        journal.error = "no journal given"
+        return journal
+    try:
+        records, journal.dropped_lines = read_json_lines(path)
+    except (IOError, OSError) as exc:
+        journal.error = "cannot read %s: %s" % (path, exc.strerror or exc)
+        return journal
+    journal.exists = True
+    for record in records:
+        step = record.get("step")
+        if not _is_int(step):
+            journal.stepless_lines += 1
+            continue
+        if step in journal.records:
+            if step not in journal.duplicates:
+                journal.duplicates.append(step)
+            continue
+        journal.records[step] = record
+        journal.order.append(step)
+    return journal
+
+
+def read_events(path):
+    """(events, error): the event log's records (torn lines dropped), or an error text."""
+    if not path:
+        return [], "no events.jsonl given"
+    try:
+        return read_json_lines(path)[0], None
+    except (IOError, OSError) as exc:
+        return [], "cannot read %s: %s" % (path, exc.strerror or exc)
+
+
+def read_json_file(path):
+    """(object, error): a JSON file that must hold an object."""
+    if not path:
+        return None, "not given"
+    try:
+        with open(path, "rb") as handle:
+            data = json.loads(handle.read().decode("utf-8"))
+    except (IOError, OSError) as exc:
+        return None, "cannot read %s: %s" % (path, exc.strerror or exc)
+    except ValueError as exc:
+        return None, "%s is not JSON: %s" % (path, exc)
+    if not isinstance(data, dict):
+        return None, "%s does not hold a JSON object" % path
+    return data, None
+
+
+# -------------------------------------------------------------------------------------------- comparing
+
+
+def float_bits(text):
+    """The 64 bits of the float a ``float.hex`` string spells, or None when it spells none. Two spellings of
+    one float (``0x1.8p-1``, ``0x1.8000000000000p-1``) are the same bits; -0.0 and 0.0 are not."""
+    if not isinstance(text, str):
+        return None
+    try:
+        value = float.fromhex(text.strip())
+    except (ValueError, OverflowError):
+        return None
+    return struct.unpack(">Q", struct.pack(">d", value))[0]
+
+
+def step_ranges(steps):
+    """'180-200, 305': sorted steps written as ranges."""
+    ranges = []
+    for step in sorted(steps):
+        if ranges and step == ranges[-1][1] + 1:
+            ranges[-1][1] = step
+        else:
+            ranges.append([step, step])
+    return ", ".join(("%d" % a) if a == b else ("%d-%d" % (a, b)) for a, b in ranges)
+
+
+def _steps_phrase(steps, what):
+    return "%s %s %s" % ("step" if len(steps) == 1 else "steps", step_ranges(steps), what)
+
+
+def _field_difference(step, reference, resumed, field):
+    """None when equal, else what differs about ``field`` at ``step``."""
+    want, got = reference.get(field), resumed.get(field)
+    want_bits, got_bits = float_bits(want), float_bits(got)
+    if want_bits is None:
+        return "%s unreadable in the reference (%r)" % (field, want)
+    if got_bits is None:
+        if field not in resumed:
+            return "%s missing" % field
+        return "%s unreadable (%r)" % (field, got)
+    if want_bits != got_bits:
+        return "%s differs (reference %s, resumed %s)" % (field, want, got)
+    return None
+
+
+def compare_journals(reference, resumed):
+    """Compare two journals step by step. Returns a dict: equal, first_differing_step, issues (list of
+    (step, text) sorted by step: the first is the first difference), differing_steps (count), missing and
+    extra (step lists), steps_compared."""
+    differing = []
+    for step in reference.steps:
+        got = resumed.records.get(step)
+        if got is None:
+            continue
+        texts = [
+            text for text in (_field_difference(step, reference.records[step], got, f) for f in COMPARED_FIELDS) if text
+        ]
+        if texts:
+            differing.append((step, "step %d: %s" % (step, ", ".join(texts))))
+    missing = [step for step in reference.steps if step not in resumed.records]
+    extra = [step for step in resumed.steps if step not in reference.records]
+    issues = list(differing)
+    if missing:
+        issues.append((missing[0], _steps_phrase(missing, "missing")))
+    if extra:
+        issues.append((extra[0], _steps_phrase(extra, "not in the reference")))
+    for step in resumed.duplicates:
+        issues.append((step, "step %d recorded more than once" % step))
+    issues.sort(key=lambda issue: issue[0])
+    return {
+        "equal": not issues,
+        "first_differing_step": issues[0][0] if issues else None,
+        "issues": issues,
+        "differing_steps": len(differing),
+        "missing": missing,
+        "extra": extra,
+        "steps_compared": len([s for s in reference.steps if s in resumed.records]),
+    }
+
+
+# ------------------------------------------------------------------------------------ resume, RTO, RPO
+
+
+def _event_time(event, offset):
+    """An event's (or journal record's) time on the controller's clock, or None."""
+    value = event.get("time", event.get("wall_time"))
+    return value - offset if _is_number(value) else None
+
+
+def events_after(events, name, interrupted_at, offset):
+    """The events called ``name`` stamped at or after the interruption (pod clock minus offset)."""
+    found = []
+    for event in events:
+        if event.get("event") != name:
+            continue
+        when = _event_time(event, offset)
+        if when is not None and when >= interrupted_at:
+            found.append(event)
+    return found
+
+
+def find_resume(events, interrupted_at, offset):
+    """(resume event or None, how many resume events follow the interruption, how it was found)."""
+    after = events_after(events, "resume", interrupted_at, offset)
+    if after:
+        return after[0], len(after), "first resume event after the interruption"
+    return None, 0, "no resume event after the interruption"
+
+
+def first_new_step(journal, resumed_from):
+    """The journal's first record past the step resumed from. The trainer drops every line after that step
+    when it resumes, so whatever the journal holds past it was computed after the resume."""
+    later = [step for step in journal.order if step > resumed_from]
+    return journal.records[min(later)] if later else None
+
+
+def _round(value, digits=3):
+    return None if value is None else round(value, digits)
+
+
+def _utc(epoch):
+    if not _is_number(epoch):
+        return None
+    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).isoformat()
+
+
+def recovery_figures(journal, events, interrupted_at, last_step_before, offset):
+    """The resume point, RPO, RTO and the times of the recovery's stages, relative to the interruption."""
+    figures = {
+        "resumed_from_step": None,
+        "resume_event": None,
+        "resumes_after_interruption": 0,
+        "rpo_steps": None,
+        "rto_s": None,
+        "trainer_start_s": None,
+        "resume_s": None,
+        "first_new_step": None,
+        "notes": [],
+    }
+    starts = events_after(events, "start", interrupted_at, offset)
+    if starts:
+        figures["trainer_start_s"] = _round(_event_time(starts[0], offset) - interrupted_at)
+    event, count, how = find_resume(events, interrupted_at, offset)
+    figures["resumes_after_interruption"] = count
+    if event is None or not _is_int(event.get("step")):
+        if event is not None:
+            figures["notes"].append("the resume event after the interruption has no integer step")
+        return figures
+    resumed_from = event["step"]
+    figures["resumed_from_step"] = resumed_from
+    figures["resume_event"] = {
+        "step": resumed_from,
+        "path": event.get("path"),
+        "manifest_sha256": event.get("manifest_sha256"),
+        "time": event.get("time"),
+        "found": how,
+    }
+    figures["resume_s"] = _round(_event_time(event, offset) - interrupted_at)
+    if count > 1:
+        figures["notes"].append("%d resume events after the interruption: the first is used" % count)
+    if _is_int(last_step_before):
+        figures["rpo_steps"] = last_step_before - resumed_from
+        if last_step_before < resumed_from:
+            figures["notes"].append(
+                "last_step_before (%d) is below the step resumed from (%d): the journal was read before the "
+                "trainer's last steps" % (last_step_before, resumed_from)
+            )
+    record = first_new_step(journal, resumed_from)
+    if record is not None:
+        when = _event_time(record, offset)
+        figures["first_new_step"] = {"step": record["step"], "wall_time": record.get("wall_time")}
+        if when is None:
+            figures["notes"].append("step %d has no wall_time: RTO unknown" % record["step"])
+        elif when < interrupted_at:
+            figures["notes"].append(
+                "step %d is stamped %.3f s before the interruption: the pod's clock runs behind the "
+                "controller's; RTO unknown (give clock_offset_s)" % (record["step"], interrupted_at - when)
+            )
+        else:
+            figures["rto_s"] = _round(when - interrupted_at)
+    return figures
+
+
+def checkpoint_verdict(verify, step, manifest_sha256):
+    """(verified: bool, detail): whether the checkpoint_verify result ``verify`` vouches for the checkpoint
+    at ``step`` that the trainer resumed from (and for the same manifest, when both name one)."""
+    if step is None:
+        return False, "no checkpoint was resumed from"
+    name = step_dirname(step)
+    if not isinstance(verify, dict) or not verify:
+        return False, "checkpoint used did not verify: no checkpoint_verify result for %s" % name
+    entries = [c for c in verify.get("checkpoints") or [] if isinstance(c, dict) and c.get("step") == step]
+    if entries:
+        entry = entries[0]
+        if not entry.get("valid"):
+            errors = entry.get("errors") or ["invalid"]
+            return False, "checkpoint used did not verify: %s: %s" % (name, "; ".join(str(e) for e in errors))
+        verified_sha = entry.get("manifest_sha256")
+        if manifest_sha256 and verified_sha and verified_sha != manifest_sha256:
+            return False, (
+                "checkpoint used did not verify: the trainer resumed from manifest %s, checkpoint_verify "
+                "verified %s of %s" % (manifest_sha256[:12], verified_sha[:12], name)
+            )
+        loaded = entry.get("loaded")
+        if isinstance(loaded, dict) and loaded.get("ok") is False:
+            return False, "checkpoint used did not verify: %s did not load: %s" % (name, loaded.get("error"))
+        how = "every file's sha256 checked" + (", loaded" if isinstance(loaded, dict) and loaded.get("ok") else "")
+        return True, "%s verified (%s)" % (name, how)
+    if verify.get("failed"):
+        return False, "checkpoint used did not verify: %s" % (verify.get("msg") or "checkpoint_verify failed")
+    if verify.get("valid") and verify.get("newest_valid_step") == step:
+        return True, "%s verified (newest valid checkpoint)" % name
+    return False, "checkpoint used did not verify: checkpoint_verify did not vouch for %s (newest valid: %s)" % (
+        name,
+        verify.get("newest_valid_step"),
+    )
+
+
+# -------------------------------------------------------------------------------------------- judging
+
+
+def _short(digest):
+    return digest[:12] if isinstance(digest, str) else repr(digest)
+
+
+class Reference(object):
+    """The uninterrupted run every mode is compared with."""
+
+    def __init__(self, metrics, result):
+        self.metrics_path = metrics
+        self.result_path = result
+        self.journal = read_journal(metrics)
+        if self.journal.error:
+            raise EvidenceError("reference metrics: %s" % self.journal.error)
+        if not self.journal.records:
+            raise EvidenceError("reference metrics %s holds no step" % metrics)
+        if self.journal.duplicates:
+            raise EvidenceError(
+                "reference metrics %s records %s more than once" % (metrics, step_ranges(self.journal.duplicates))
+            )
+        self.result, error = read_json_file(result)
+        if error:
+            raise EvidenceError("reference result: %s" % error)
+        if self.result.get("status") != FINISHED:
+            raise EvidenceError(
+                "the reference run did not finish (result.json status %r, exit code %r)"
+                % (self.result.get("status"), self.result.get("exit_code"))
+            )
+        self.weights_sha256 = self.result.get("weights_sha256")
+        if not isinstance(self.weights_sha256, str) or not self.weights_sha256:
+            raise EvidenceError("reference result %s has no weights_sha256" % result)
+
+    def summary(self):
+        return {
+            "metrics": self.metrics_path,
+            "result": self.result_path,
+            "steps": len(self.journal.records),
+            "first_step": self.journal.steps[0],
+            "last_step": self.journal.last_step,
+            "dropped_lines": self.journal.dropped_lines,
+            "weights_sha256": self.weights_sha256,
+            "status": self.result.get("status"),
+        }
+
+
+def _journal_summary(journal, comparison):
+    missing, extra = comparison["missing"], comparison["extra"]
+    return {
+        "path": journal.path,
+        "equal": comparison["equal"],
+        "steps": len(journal.records),
+        "steps_compared": comparison["steps_compared"],
+        "first_differing_step": comparison["first_differing_step"],
+        "differing_steps": comparison["differing_steps"],
+        "missing": step_ranges(missing),
+        "missing_count": len(missing),
+        "extra": step_ranges(extra),
+        "extra_count": len(extra),
+        "duplicates": step_ranges(journal.duplicates),
+        "dropped_lines": journal.dropped_lines,
+        "stepless_lines": journal.stepless_lines,
+        "differences": [text for _step, text in comparison["issues"][:MAX_LISTED_DIFFERENCES]],
+    }
+
+
+def _journal_reason(comparison):
+    issues = comparison["issues"]
+    first = issues[0][1]
+    if len(issues) > 1:
+        first += " (first of %d differences: %d steps differ, %d missing, %d not in the reference)" % (
+            len(issues),
+            comparison["differing_steps"],
+            len(comparison["missing"]),
+            len(comparison["extra"]),
+        )
+    return first
+
+
+def _clock(mode):
+    offset = mode.get("clock_offset_s")
+    error = mode.get("clock_offset_error_s")
+    if _is_number(offset):
+        return {"offset_s": offset, "error_s": error if _is_number(error) else None, "source": "measured"}
+    return {"offset_s": 0.0, "error_s": None, "source": "assumed equal (not measured)"}
+
+
+def _pods(pods):
+    pods = pods if isinstance(pods, dict) else {}
+    shown = {}
+    for side in ("before", "after"):
+        pod = pods.get(side) if isinstance(pods.get(side), dict) else {}
+        shown[side] = {"id": pod.get("id"), "port": pod.get("port")}
+    shown["same_pod"] = bool(shown["before"]["id"]) and shown["before"]["id"] == shown["after"]["id"]
+    shown["port_changed"] = shown["before"]["port"] != shown["after"]["port"]
+    return shown
+
+
+def _outcome(result_path):
+    result, error = read_json_file(result_path)
+    if error:
+        return None, {"status": None, "exit_code": None, "step": None, "weights_sha256": None, "error": error}
+    return result, {
+        "status": result.get("status"),
+        "exit_code": result.get("exit_code"),
+        "step": result.get("step"),
+        "weights_sha256": result.get("weights_sha256"),
+        "error": None,
+    }
+
+
+def judge_mode(reference, mode):
+    """(entry, journal): one drill mode's figures and verdict. ``mode`` is the module's mode entry (see the
+    module's options). Reasons come in this order: the orchestration's error, the journal, the final
+    weights, the checkpoint resumed from, the run's outcome."""
+    clock = _clock(mode)
+    interrupted_at = mode.get("interrupted_at")
+    journal = read_journal(mode.get("metrics"))
+    events, events_error = read_events(mode.get("events"))
+    result, outcome = _outcome(mode.get("result"))
+    notes = []
+
+    if _is_number(interrupted_at):
+        figures = recovery_figures(journal, events, interrupted_at, mode.get("last_step_before"), clock["offset_s"])
+    else:
+        figures = recovery_figures(journal, [], 0.0, None, 0.0)
+        notes.append("no interruption time given")
+    notes.extend(figures.pop("notes"))
+    if journal.dropped_lines:
+        notes.append("%d torn or garbled journal line(s) dropped" % journal.dropped_lines)
+
+    reasons = ["orchestration failed: %s" % mode["error"]] if mode.get("error") else []
+    comparison = compare_journals(reference.journal, Journal(journal.path) if journal.error else journal)
+    if journal.error:
+        reasons.append("resumed journal unreadable: %s" % journal.error)
+    elif not comparison["equal"]:
+        reasons.append(_journal_reason(comparison))
+
+    weights = outcome["weights_sha256"]
+    weights_equal = weights == reference.weights_sha256
+    if result is not None and not weights:
+        reasons.append("final weights unknown: result.json has no weights_sha256")
+    elif result is not None and not weights_equal:
+        reasons.append(
+            "final weights differ (reference %s, resumed %s)" % (_short(reference.weights_sha256), _short(weights))
+        )
+
+    resumed_from = figures["resumed_from_step"]
+    manifest = (figures["resume_event"] or {}).get("manifest_sha256")
+    verified, verify_detail = checkpoint_verdict(mode.get("checkpoint_verify"), resumed_from, manifest)
+    if events_error:
+        reasons.append("resume point unknown: events.jsonl %s" % events_error)
+    elif resumed_from is None and _is_number(interrupted_at):
+        reasons.append("no resume after the interruption: events.jsonl has no resume event stamped after it")
+    elif not verified and resumed_from is not None:
+        reasons.append(verify_detail)
+
+    if outcome["error"]:
+        reasons.append("resumed run's outcome unknown: result.json %s" % outcome["error"])
+    elif outcome["status"] != FINISHED:
+        reasons.append(
+            "resumed run did not finish (status %s, exit code %s)" % (outcome["status"], outcome["exit_code"])
+        )
+
+    passed = not reasons
+    entry = {
+        "mode": mode["mode"],
+        "status": PASS if passed else FAIL,
+        "passed": passed,
+        "reason": "; ".join(reasons) if reasons else "journal and final weights identical to the reference",
+        "reasons": reasons,
+        "first_differing_step": comparison["first_differing_step"],
+        "interrupted_at": interrupted_at,
+        "interrupted_at_utc": _utc(interrupted_at),
+        "last_step_before": mode.get("last_step_before"),
+        "clock": clock,
+        "rto_error_s": clock["error_s"],
+        "checkpoint": {
+            "verified": verified,
+            "step": resumed_from,
+            "name": step_dirname(resumed_from) if resumed_from is not None else None,
+            "detail": verify_detail,
+        },
+        "journal": _journal_summary(journal, comparison),
+        "weights": {"equal": weights_equal, "reference": reference.weights_sha256, "resumed": weights},
+        "result": outcome,
+        "pods": _pods(mode.get("pods")),
+        "timings": dict(mode.get("timings") or {}),
+        "error": mode.get("error"),
+        "notes": ([mode["notes"]] if mode.get("notes") else []) + notes,
+        "files": {"metrics": mode.get("metrics"), "events": mode.get("events"), "result": mode.get("result")},
+    }
+    entry.update(figures)
+    return entry, journal
+
+
+def _provenance_summary(path):
+    if not path:
+        return None
+    record, error = read_json_file(path)
+    if error:
+        raise EvidenceError("provenance: %s" % error)
+    source = record.get("source") if isinstance(record.get("source"), dict) else {}
+    command = record.get("command") if isinstance(record.get("command"), dict) else {}
+    config = record.get("config") if isinstance(record.get("config"), dict) else {}
+    archive = source.get("archive") if isinstance(source.get("archive"), dict) else {}
+    return {
+        "path": path,
+        "commit": source.get("commit"),
+        "dirty": source.get("dirty"),
+        "archive_sha256": archive.get("sha256"),
+        "command": command.get("shell"),
+        "config_sha256": config.get("sha256"),
+        "config_hash": config.get("trainer_config_hash"),
+        "recorded_at": record.get("recorded_at"),
+    }
+
+
+def check_modes(modes):
+    """Refuse what cannot be judged at all: no modes, a duplicate name, a mode without its files or its
+    interruption time (unless it records the orchestration's error)."""
+    if not modes:
+        raise EvidenceError("modes is empty: nothing to judge")
+    seen = set()
+    for index, mode in enumerate(modes):
+        name = mode.get("mode")
+        if not name:
+            raise EvidenceError("modes[%d] has no mode name" % index)
+        if name in seen:
+            raise EvidenceError("modes[%d]: mode %r is given twice" % (index, name))
+        seen.add(name)
+        if mode.get("error"):
+            continue
+        for key in ("metrics", "events", "result", "interrupted_at"):
+            if mode.get(key) is None:
+                raise EvidenceError("modes[%d] (%s): %s is required unless error is set" % (index, name, key))
+
+
+def build_report(run_id, reference, modes, provenance=None, phases=None, wall_s=None, now=None):
+    """(report, series): the whole report.json document and the loss series for the plot."""
+    check_modes(modes)
+    reference = Reference(reference["metrics"], reference["result"])
+    summary = _provenance_summary(provenance)
+    judged = []
+    series = {"reference": _loss_series(reference.journal), "modes": {}}
+    for mode in modes:
+        entry, journal = judge_mode(reference, mode)
+        judged.append(entry)
+        series["modes"][entry["mode"]] = _loss_series(journal)
+    failed = [entry["mode"] for entry in judged if not entry["passed"]]
+    report = {
+        "format_version": FORMAT_VERSION,
+        "run_id": run_id,
+        "generated_at": (now or datetime.datetime.now(datetime.timezone.utc)).isoformat(),
+        "passed": not failed,
+        "failed_modes": failed,
+        "reference": reference.summary(),
+        "modes": judged,
+        "phases": dict(phases or {}),
+        "wall_s": wall_s,
+        "provenance": summary,
+        "clock_note": CLOCK_NOTE,
+    }
+    return report, series
+
+
+def failure_message(report):
+    """One line naming each failed mode and its first reason (which names its first differing step)."""
+    failed = [m for m in report["modes"] if not m["passed"]]
+    parts = ["%s: %s" % (m["mode"], m["reason"]) for m in failed]
+    return "resume drill failed in %d of %d modes: %s" % (len(failed), len(report["modes"]), "; ".join(parts))
+
+
+# ------------------------------------------------------------------------------------------- rendering
+
+
+def _cell(value, digits=None):
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if digits is not None and isinstance(value, (int, float)):
+        return "%.*f" % (digits, value)
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report):
+    """report.md: the verdict table first, then phase timings, wall time and per-mode details."""
+    verdict = "PASS" if report["passed"] else "FAIL"
+    lines = [
+        "# Resume drill %s: %s" % (report["run_id"], verdict),
+        "",
+        "| mode | result | RTO s | RPO steps | resumed from | checkpoint verified | journal | weights | reason |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for m in report["modes"]:
+        journal = m["journal"]
+        journal_cell = (
+            "identical (%d steps)" % journal["steps_compared"]
+            if journal["equal"]
+            else "differs at step %s" % _cell(m["first_differing_step"])
+        )
+        lines.append(
+            "| %s |"
+            % " | ".join(
+                [
+                    _cell(m["mode"]),
+                    "**%s**" % m["status"],
+                    _cell(m["rto_s"], 2),
+                    _cell(m["rpo_steps"]),
+                    _cell(m["resumed_from_step"]),
+                    _cell(m["checkpoint"]["verified"]),
+                    journal_cell,
+                    "identical" if m["weights"]["equal"] else "differ",
+                    _cell(m["reason"]),
+                ]
+            )
+        )
+    lines += ["", "## Phases", "", "| phase | seconds |", "|---|---|"]
+    for phase, seconds in (report.get("phases") or {}).items():
+        lines.append("| %s | %s |" % (_cell(phase), _cell(seconds, 1)))
+    lines.append("| **wall time** | %s |" % _cell(report.get("wall_s"), 1))
+    ref = report["reference"]
+    lines += [
+        "",
+        "## Details",
+        "",
+        "Reference: %d steps (%s to %s), final weights sha256 `%s`."
+        % (ref["steps"], ref["first_step"], ref["last_step"], ref["weights_sha256"]),
+    ]
+    prov = report.get("provenance")
+    if prov:
+        lines.append(
+            "Source: commit `%s`, dirty %s; config hash `%s`; command `%s`."
+            % (prov.get("commit"), _cell(prov.get("dirty")), prov.get("config_hash"), prov.get("command"))
+        )
+    lines += [
+        "",
+        "| mode | interrupted at (UTC) | last step before | trainer start s | resume s | pod before | pod after | "
+        "clock | timings |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for m in report["modes"]:
+        pods = m["pods"]
+        timings = ", ".join("%s %s s" % (k, _cell(v, 1)) for k, v in m["timings"].items())
+        clock = m["clock"]
+        clock_cell = "offset %s s" % _cell(clock["offset_s"], 3)
+        clock_cell += (
+            " ± %s" % _cell(clock["error_s"], 3) if clock["error_s"] is not None else " (%s)" % clock["source"]
+        )
+        lines.append(
+            "| %s |"
+            % " | ".join(
+                [
+                    _cell(m["mode"]),
+                    _cell(m["interrupted_at_utc"]),
+                    _cell(m["last_step_before"]),
+                    _cell(m["trainer_start_s"], 2),
+                    _cell(m["resume_s"], 2),
+                    "%s:%s" % (_cell(pods["before"]["id"]), _cell(pods["before"]["port"])),
+                    "%s:%s" % (_cell(pods["after"]["id"]), _cell(pods["after"]["port"])),
+                    clock_cell,
+                    _cell(timings or None),
+                ]
+            )
+        )
+    notes = [(m["mode"], note) for m in report["modes"] for note in m["notes"]]
+    if notes:
+        lines += ["", "Notes:", ""] + ["- %s: %s" % (mode, _cell(note)) for mode, note in notes]
+    lines += ["", "RTO: interruption (controller clock) to the first new journal step (pod clock). " + CLOCK_NOTE + "."]
+    return "\n".join(lines) + "\n"
+
+
+def _loss_value(record):
+    bits_text = record.get("loss_hex")
+    if isinstance(bits_text, str):
+        try:
+            return float.fromhex(bits_text)
+        except (ValueError, OverflowError):
+            pass
+    try:
+        return float(record.get("loss"))
+    except (TypeError, ValueError):
+        return None
+
+
+def _loss_series(journal):
+    points = []
+    for step in journal.steps:
+        value = _loss_value(journal.records[step])
+        if value is not None and math.isfinite(value):
+            points.append((step, value))
+    return points
+
+
+def _thin(points):
+    if len(points) <= MAX_PLOT_POINTS:
+        return points
+    stride = -(-len(points) // MAX_PLOT_POINTS)
+    return points[::stride] + ([points[-1]] if (len(points) - 1) % stride else [])
+
+
+def render_png(report, series):
+    """loss.png as bytes: loss against step for the reference and each resumed run, the interruption (last
+    step before it) and the step resumed from marked; below, each run's loss minus the reference's."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=True)
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise PlotLibraryMissing(str(exc)) from exc
+    import io
+
+    figure = Figure(figsize=(10, 6.5), dpi=100)
+    top, bottom = figure.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    reference = _thin(series["reference"])
+    ref_by_step = dict(series["reference"])
+    if reference:
+        top.plot([p[0] for p in reference], [p[1] for p in reference], color="0.6", linewidth=3, label="reference")
+    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive"]
+    for index, mode in enumerate(report["modes"]):
+        color = colors[index % len(colors)]
+        points = _thin(series["modes"].get(mode["mode"]) or [])
+        label = "%s (%s)" % (mode["mode"], mode["status"])
+        if points:
+            steps, losses = [p[0] for p in points], [p[1] for p in points]
+            top.plot(steps, losses, color=color, linewidth=1, linestyle="--", label=label)
+            diffs = [(s, v - ref_by_step[s]) for s, v in points if s in ref_by_step]
+            bottom.plot([d[0] for d in diffs], [d[1] for d in diffs], color=color, linewidth=1, label=mode["mode"])
+        if _is_int(mode.get("last_step_before")):
+            top.axvline(mode["last_step_before"], color=color, linestyle=":", linewidth=1)
+        resumed = mode.get("resumed_from_step")
+        if _is_int(resumed) and resumed in ref_by_step:
+            top.plot(
+                [resumed],
+                [ref_by_step[resumed]],
+                marker="o",
+                markersize=9,
+                markeredgecolor="black",
+                color=color,
+                linestyle="none",
+                zorder=5,
+            )
+    top.set_ylabel("loss")
+    top.set_title(
+        "run %s: %s  (dotted: last step before the interruption; dot: step resumed from)"
+        % (report["run_id"], "PASS" if report["passed"] else "FAIL"),
+        fontsize=10,
+    )
+    top.grid(True, alpha=0.3)
+    top.legend(fontsize=8, loc="upper right")
+    bottom.axhline(0.0, color="0.6", linewidth=1)
+    bottom.set_ylabel("resumed - reference")
+    bottom.set_xlabel("step")
+    bottom.grid(True, alpha=0.3)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    # No Software key: the same report gives the same bytes, so a second run changes nothing.
+    figure.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+# --------------------------------------------------------------------------------------------- writing
+
+
+def keep_volatile(report, existing_path):
+    """Carry VOLATILE_KEYS over from the report already at ``existing_path`` when nothing else differs."""
+    existing, error = read_json_file(existing_path)
+    if error:
+        return report
+    stripped = dict((k, v) for k, v in report.items() if k not in VOLATILE_KEYS)
+    old = dict((k, v) for k, v in existing.items() if k not in VOLATILE_KEYS)
+    if json.loads(json.dumps(stripped)) == old:
+        for key in VOLATILE_KEYS:
+            if key in existing:
+                report[key] = existing[key]
+    return report
+
+
+def report_json_bytes(report):
+    return (json.dumps(report, indent=2, sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
+
+
+def _same_bytes(path, data):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read() == data
+    except (IOError, OSError):
+        return False
+
+
+def files_to_change(files):
+    """The (path, bytes) pairs whose file does not already hold those bytes."""
+    return [(path, data) for path, data in files if not _same_bytes(path, data)]
+
+
+def write_files(directory, files, atomic_write):
+    """Write each (path, bytes) with ``atomic_write(path, writer)``, creating ``directory`` first."""
+    if not os.path.isdir(directory):
+        os.makedirs(directory)
+    for path, data in files:
+        atomic_write(path, lambda handle, data=data: handle.write(data))
