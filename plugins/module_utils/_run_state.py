@@ -26,6 +26,7 @@ the audit reads these files to tell the runs' resources from orphans. The docume
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime
 import errno
@@ -33,6 +34,7 @@ import fcntl
 import json
 import os
 import re
+import signal
 import time
 
 from ansible_collections.trainops.gpu.plugins.module_utils._provenance import (
@@ -202,13 +204,19 @@ def upsert(resources, resource, now):
     return True
 
 
-def merged_document(document, run_id, resources=(), run=None, now=None):
-    # type: (dict | None, str, list, dict, str) -> tuple
-    """(new document, changed): ``document`` (None: a new one) with the record applied. Pure."""
+def merged_document(document, run_id, resources=(), run=None, now=None, run_defaults=None):
+    # type: (dict | None, str, list, dict, str, dict) -> tuple
+    """(new document, changed): ``document`` (None: a new one) with the record applied; ``run_defaults`` are
+    top-level fields set only where the document has none. Pure."""
     resources, run = check_inputs(run_id, resources, run)
+    defaults = check_inputs(run_id, (), run_defaults)[1]
     now = now or utc_now()
     result = new_document(run_id, now) if document is None else copy.deepcopy(document)
     changed = document is None
+    for key, value in defaults.items():
+        if key != "run_id" and key not in run and result.get(key) is None and value is not None:
+            result[key] = copy.deepcopy(value)
+            changed = True
     run.pop("run_id", None)
     for key, value in run.items():
         if isinstance(value, dict) and isinstance(result.get(key), dict):
@@ -294,20 +302,30 @@ def preflight(state_file, run_id):
     return document
 
 
-def record(state_file, run_id, resources=(), run=None, lock_timeout_s=DEFAULT_LOCK_TIMEOUT_S, check_mode=False):
-    # type: (str, str, list, dict, float, bool) -> tuple
+def record(
+    state_file,
+    run_id,
+    resources=(),
+    run=None,
+    lock_timeout_s=DEFAULT_LOCK_TIMEOUT_S,
+    check_mode=False,
+    run_defaults=None,
+):
+    # type: (str, str, list, dict, float, bool, dict) -> tuple
     """Upsert ``resources`` and merge ``run`` into ``state_file``; returns (document, changed).
 
-    Under the lock: read, merge, write atomically only when something changed. ``check_mode``: the same
-    without the lock and without writing (the document is what would be written)."""
+    Under the lock: read, merge, write atomically only when something changed. ``run_defaults``: top-level
+    fields set only when the document has none (a module's api_url). ``check_mode``: the same without the
+    lock and without writing (the document is what would be written)."""
     check_inputs(run_id, resources, run)
+    check_inputs(run_id, (), run_defaults)
     if check_mode:
         document = load(state_file, run_id)
-        return merged_document(document, run_id, resources, run)
+        return merged_document(document, run_id, resources, run, run_defaults=run_defaults)
     ensure_directory(state_file)
     with StateLock(state_file, lock_timeout_s):
         document = load(state_file, run_id)
-        updated, changed = merged_document(document, run_id, resources, run)
+        updated, changed = merged_document(document, run_id, resources, run, run_defaults=run_defaults)
         if changed:
             text = document_text(updated).encode("utf-8")
             try:
@@ -317,9 +335,102 @@ def record(state_file, run_id, resources=(), run=None, lock_timeout_s=DEFAULT_LO
         return updated, changed
 
 
+def final_block(status):
+    # type: (str) -> dict
+    """A record's ``final`` entry: the status the API gave after a delete, when it was read, and from where."""
+    return {"status": status, "read_at": utc_now(), "source": "api"}
+
+
 def find_resource(document, kind, resource_id):
     # type: (dict | None, str, str) -> dict | None
     for resource in (document or {}).get("resources") or []:
         if resource.get("kind") == kind and resource.get("id") == resource_id:
             return resource
     return None
+
+
+# --- recording from the modules that create resources (record_to) ------------------------------------------
+
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+RECORD_ARGUMENT_SPEC = dict(
+    record_to=dict(type="path"),
+    record_run_id=dict(type="str"),
+    record_fields=dict(type="dict"),
+)
+
+
+@contextlib.contextmanager
+def signals_held(signals=HELD_SIGNALS):
+    """Hold ``signals`` off (blocked, so they stay pending) inside the block; they are delivered when it ends.
+
+    Between a create call and the write of its record an interrupt would leave a billing resource that no
+    file knows about: the create and the write happen inside this block, and Ctrl-C takes effect after it."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def public_url(url):
+    # type: (str | None) -> str | None
+    """``url`` without user information (a URL may carry a credential)."""
+    if not url:
+        return url
+    return re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@]*@", r"\1", url)
+
+
+class ResourceRecorder(object):
+    """What a module's ``record_to``, ``record_run_id`` and ``record_fields`` options ask for.
+
+    ``enabled`` only with ``record_to``; in check mode nothing is ever written. ``write`` upserts one
+    resource of ``kind`` with the module's ``record_fields`` under the fields the module knows."""
+
+    def __init__(self, params, kind, check_mode=False):
+        self.kind = kind
+        self.state_file = params.get("record_to")
+        self.enabled = bool(self.state_file)
+        self.check_mode = check_mode
+        self.fields = dict(params.get("record_fields") or {})
+        self.api_url = public_url(params.get("api_url"))
+        run_id = params.get("record_run_id")
+        if self.enabled and not run_id:
+            # runs/<run_id>/state.json: the directory names the run.
+            run_id = os.path.basename(os.path.dirname(os.path.abspath(self.state_file)))
+        self.run_id = run_id
+        self.document = None
+
+    def option_problems(self):
+        # type: () -> list
+        """Problems with the record options, found before anything is created."""
+        if not self.enabled:
+            given = [k for k, v in (("record_run_id", self.run_id), ("record_fields", self.fields)) if v]
+            return ["%s needs record_to" % k for k in given]
+        owned = sorted(k for k in self.fields if k in ("kind", "id", *RESOURCE_OWNED_KEYS))
+        if owned:
+            return ["record_fields must not set %s (the module sets them)" % ", ".join(owned)]
+        try:
+            check_inputs(self.run_id, [dict(self.fields, kind=self.kind, id="x")], None)
+            self.document = preflight(self.state_file, self.run_id)
+        except RunStateError as exc:
+            return ["record_to: %s" % exc]
+        return []
+
+    def recorded(self, resource_id):
+        # type: (str) -> dict | None
+        """The resource as the file recorded it when last read or written here."""
+        return find_resource(self.document, self.kind, resource_id)
+
+    def write(self, resource_id, fields):
+        # type: (str, dict) -> bool
+        """Upsert the resource (``fields`` over ``record_fields``); True when the file changed. RunStateError."""
+        if not self.enabled or self.check_mode or not resource_id:
+            return False
+        resource = dict(self.fields)
+        resource.update((k, v) for k, v in fields.items() if v is not None or k not in resource)
+        resource.update(kind=self.kind, id=resource_id)
+        self.document, changed = record(
+            self.state_file, self.run_id, [resource], run_defaults={"api_url": self.api_url}
+        )
+        return changed

@@ -68,9 +68,32 @@ options:
     type: str
     choices: [present, absent]
     default: present
+  record_to:
+    description:
+      - Path of the run's state file (C(runs/<run_id>/state.json), see M(trainops.gpu.run_state)) to record the
+        volume in. A volume this task creates is recorded (C(kind=network_volume), its id, name, data center,
+        size, C(action=created), C(status=available)) the moment the create call returns; SIGINT and SIGTERM are
+        held off from the create call until the record is written. Volumes of the name found after a failed
+        create are recorded too.
+      - When the module returns, an existing volume it manages is recorded with C(action=reused) unless the file
+        already has it (a C(created) volume stays C(created)).
+      - With V(absent), the state read back from the API after the delete is recorded as C(final) (C(status)
+        V(deleted) or V(available), C(read_at), C(source=api)); a volume already gone is updated only when the
+        file has it.
+      - The file is checked before anything is created. Check mode writes nothing.
+    type: path
+  record_run_id:
+    description:
+      - Run id of O(record_to). Defaults to the name of the file's directory.
+    type: str
+  record_fields:
+    description:
+      - More fields for the volume's record, for example C({role: checkpoints}). Secret-looking keys are refused.
+    type: dict
 seealso:
   - module: trainops.gpu.runpod_network_volume_info
   - module: trainops.gpu.runpod_pod
+  - module: trainops.gpu.run_state
 """
 
 EXAMPLES = r"""
@@ -80,6 +103,15 @@ EXAMPLES = r"""
     data_center: EU-RO-1
     size: 100
   register: volume
+
+- name: A volume recorded in the run's state file the moment it is created
+  trainops.gpu.runpod_network_volume:
+    name: trainops-run42-ckpt
+    data_center: EU-RO-1
+    size: 100
+    record_to: "{{ playbook_dir }}/../runs/run42/state.json"
+    record_fields:
+      role: checkpoints
 
 - name: Grow it
   trainops.gpu.runpod_network_volume:
@@ -130,6 +162,13 @@ reconciled:
   type: bool
 """
 
+from ansible_collections.trainops.gpu.plugins.module_utils._run_state import (
+    RECORD_ARGUMENT_SPEC,
+    ResourceRecorder,
+    RunStateError,
+    signals_held,
+    final_block,
+)
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_base import RunPodModule, creating_argument_spec
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import (
     pods_using_volume,
@@ -139,11 +178,72 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources imp
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_validate import validate_volume_request
 
 
+# A volume's status in state.json: the API has none, so it is "available" while it exists, "deleted" after.
+AVAILABLE = "available"
+DELETED = "deleted"
+RECORDED_FIELDS = ("name", "data_center", "size", "type")
+
+
+def record_fields(summary, action=None) -> dict:
+    """The record of a volume (its volume_summary) for state.json; the data center as bench.yml named it."""
+    fields = dict((k, summary.get(k)) for k in RECORDED_FIELDS if summary.get(k) is not None)
+    if "data_center" in fields:
+        fields["data_center_id"] = fields.pop("data_center")
+    fields["status"] = AVAILABLE
+    if action:
+        fields["action"] = action
+    return fields
+
+
 class RunPodNetworkVolume(RunPodModule):
     def __init__(self, module):
         super(RunPodNetworkVolume, self).__init__(module)
         self.params = module.params
         self.result.update(network_volume={}, created=False, reconciled=False)
+        self.recorder = ResourceRecorder(module.params, "network_volume", module.check_mode)
+        self.record_failed = False
+
+    # -- record_to ---------------------------------------------------------------------------
+
+    def record(self, summary, action=None, final=None) -> None:
+        """Upsert the volume in record_to; a failure ends the module, naming the volume."""
+        if not self.recorder.enabled or not (summary or {}).get("id"):
+            return
+        fields = record_fields(summary, action)
+        if final is not None:
+            fields.update(status=final["status"], final=final)
+        try:
+            self.recorder.write(summary["id"], fields)
+        except RunStateError as exc:
+            self.record_failed = True
+            self.fail(
+                "network volume %s (%s) could not be recorded in %s: %s. Record it by hand or delete it."
+                % (summary["id"], summary.get("name"), self.recorder.state_file, exc),
+                network_volume=summary,
+            )
+
+    def record_found(self, volumes) -> list:
+        """Record the volumes a create may have made (its name in the data center is its token)."""
+        for volume in volumes:
+            self.record(volume_summary(volume), "created")
+        return volumes
+
+    def created(self, volume):
+        self.result["created"] = True
+        self.record(volume_summary(volume), "created")
+        return volume
+
+    def fail(self, msg, **extra) -> None:
+        """Fail; a volume this task created, or one record_to already holds, is recorded first."""
+        summary = extra.get("network_volume") or self.result.get("network_volume") or {}
+        volume_id = summary.get("id")
+        keep = self.result.get("created") or self.recorder.recorded(volume_id) is not None
+        if volume_id and keep and not self.record_failed and self.recorder.enabled and not self.module.check_mode:
+            try:
+                self.recorder.write(volume_id, record_fields(summary, "created" if self.result["created"] else None))
+            except RunStateError as exc:
+                msg = "%s (and recording it in %s failed: %s)" % (msg, self.recorder.state_file, exc)
+        super(RunPodNetworkVolume, self).fail(msg, **extra)
 
     def find(self):
         p = self.params
@@ -183,13 +283,26 @@ class RunPodNetworkVolume(RunPodModule):
         if self.module.check_mode:
             self.result["created"] = True
             return None
-        volume, self.result["reconciled"] = self.create_reconciled(
-            "network volume",
-            body["name"],
-            lambda: self.client.create_network_volume(body),
-            lambda: volumes_named(self.client.list_network_volumes(), body["name"], body["dataCenter"]),
-            "network_volume_ids",
-        )
+        if not self.recorder.enabled:
+            volume, self.result["reconciled"] = self.create_reconciled(
+                "network volume",
+                body["name"],
+                lambda: self.client.create_network_volume(body),
+                lambda: volumes_named(self.client.list_network_volumes(), body["name"], body["dataCenter"]),
+                "network_volume_ids",
+            )
+        else:
+            # From the create call to its record, an interrupt would leave a billing volume no file knows.
+            with signals_held():
+                volume, self.result["reconciled"] = self.create_reconciled(
+                    "network volume",
+                    body["name"],
+                    lambda: self.created(self.client.create_network_volume(body)),
+                    lambda: self.record_found(
+                        volumes_named(self.client.list_network_volumes(), body["name"], body["dataCenter"])
+                    ),
+                    "network_volume_ids",
+                )
         self.result["created"] = True
         return volume
 
@@ -257,21 +370,43 @@ class RunPodNetworkVolume(RunPodModule):
             )
 
     def run(self):
+        problems = self.recorder.option_problems()
+        if problems:
+            self.fail(
+                "invalid options for network volume %r: %s. Nothing was created or changed."
+                % (self.params["name"] or self.params["id"], "; ".join(problems)),
+                problems=problems,
+            )
         volume = self.find()
         if self.params["state"] == "absent":
-            if volume is None:
-                return
-            self.check_detached(volume)
-            self.mark_changed()
-            self.result["network_volume"] = volume_summary(volume)
-            if self.module._diff:
-                self.result["diff"] = {"before": volume_summary(volume), "after": {}}
-            if not self.module.check_mode:
-                self.client.delete_network_volume(volume["id"])
+            self.delete(volume)
             return
         volume = self.create() if volume is None else self.update(volume)
         if volume:
             self.result["network_volume"] = volume_summary(volume)
+            self.record(self.result["network_volume"], "created" if self.result["created"] else "reused")
+
+    def delete(self, volume):
+        if volume is None:
+            recorded = self.recorder.recorded(self.params["id"]) if self.params["id"] else None
+            if recorded is not None and (recorded.get("final") or {}).get("status") != DELETED:
+                self.record({"id": self.params["id"]}, final=final_block(DELETED))
+            return
+        self.check_detached(volume)
+        self.mark_changed()
+        self.result["network_volume"] = volume_summary(volume)
+        if self.module._diff:
+            self.result["diff"] = {"before": volume_summary(volume), "after": {}}
+        if self.module.check_mode:
+            return
+        self.client.delete_network_volume(volume["id"])
+        # Read it back, so the record says what RunPod says.
+        after = self.client.get_network_volume(volume["id"])
+        self.record(
+            volume_summary(after) or self.result["network_volume"],
+            "reused",
+            final=final_block(AVAILABLE if after else DELETED),
+        )
 
 
 def main():
@@ -284,6 +419,7 @@ def main():
             size=dict(type="int"),
             type=dict(type="str", choices=["STANDARD", "HIGH_PERFORMANCE"]),
             state=dict(type="str", default="present", choices=["present", "absent"]),
+            **RECORD_ARGUMENT_SPEC,
         ),
         required_one_of=[("id", "name")],
         supports_check_mode=True,

@@ -183,10 +183,32 @@ options:
     type: str
     choices: [ssh, endpoint, running]
     default: ssh
+  record_to:
+    description:
+      - Path of the run's state file (C(runs/<run_id>/state.json), see M(trainops.gpu.run_state)) to record the pod
+        in. A pod this task creates is recorded (C(kind=pod), its id, name, C(action=created), status) the moment
+        the create call returns, before any wait; SIGINT and SIGTERM are held off from the create call until the
+        record is written, and take effect right after. Pods a failed create left behind (found by its create
+        token) are recorded too.
+      - When the module returns (or fails) the pod's last status is recorded; an existing pod it manages is
+        recorded with C(action=reused) unless the file already has it (a C(created) pod stays C(created)).
+      - With V(absent), the state read back from the API after the terminate is recorded as
+        C(final) (C(status), C(read_at), C(source=api)); a pod already gone is updated only when the file has it.
+      - The file is checked before anything is created (format, run, writable directory). Check mode writes nothing.
+    type: path
+  record_run_id:
+    description:
+      - Run id of O(record_to). Defaults to the name of the file's directory.
+    type: str
+  record_fields:
+    description:
+      - More fields for the pod's record, for example C({role: trainer}). Secret-looking keys are refused.
+    type: dict
 seealso:
   - module: trainops.gpu.runpod_pod_info
   - module: trainops.gpu.runpod_ssh_key
   - module: trainops.gpu.runpod_catalog_info
+  - module: trainops.gpu.run_state
 """
 
 EXAMPLES = r"""
@@ -204,6 +226,16 @@ EXAMPLES = r"""
       HF_TOKEN: "{{ vault_hf_token }}"
     wait_timeout: 900
   register: trainer
+
+- name: Create a pod and record it in the run's state file before waiting for it
+  trainops.gpu.runpod_pod:
+    name: trainops-run42-drill
+    image: runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404
+    gpu_type: NVIDIA GeForce RTX 4090
+    persistent_volume_size: 20
+    record_to: "{{ playbook_dir }}/../runs/run42/state.json"
+    record_fields:
+      role: drill
 
 - name: Connect to it
   ansible.builtin.debug:
@@ -335,6 +367,13 @@ reconciled:
   type: bool
 """
 
+from ansible_collections.trainops.gpu.plugins.module_utils._run_state import (
+    RECORD_ARGUMENT_SPEC,
+    ResourceRecorder,
+    RunStateError,
+    signals_held,
+    final_block,
+)
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
     ERROR,
     EXITED,
@@ -414,6 +453,21 @@ def action_took_effect(action, before, after) -> bool:
     return status == TERMINATED
 
 
+# The pod fields a record in state.json keeps (besides kind, id, action and the caller's record_fields).
+RECORDED_FIELDS = ("name", "status", "image", "gpu_type", "gpu_count", "cpu_flavor", "data_center_id")
+
+
+def record_fields(summary, action=None) -> dict:
+    """The record of a pod (its pod_summary) for state.json: what identifies it and its status, no Nones."""
+    fields = dict((k, summary.get(k)) for k in RECORDED_FIELDS if summary.get(k) is not None)
+    network = summary.get("network_volume") or {}
+    if network.get("id"):
+        fields["network_volume_id"] = network["id"]
+    if action:
+        fields["action"] = action
+    return fields
+
+
 def comparable(pod) -> dict:
     """The fields a diff shows."""
     summary = pod_summary(pod)
@@ -442,6 +496,50 @@ class RunPodPod(RunPodModule):
         super(RunPodPod, self).__init__(module)
         self.result.update(pod={}, created=False, reconciled=False)
         self.params = module.params
+        self.recorder = ResourceRecorder(module.params, "pod", module.check_mode)
+        self.record_failed = False
+
+    # -- record_to ---------------------------------------------------------------------------
+
+    def record(self, summary, action=None, final=None) -> None:
+        """Upsert the pod in record_to; a failure ends the module, naming the pod so it is never lost."""
+        if not self.recorder.enabled or not (summary or {}).get("id"):
+            return
+        fields = record_fields(summary, action)
+        if final is not None:
+            fields["final"] = final
+        try:
+            self.recorder.write(summary["id"], fields)
+        except RunStateError as exc:
+            self.record_failed = True
+            self.fail(
+                "pod %s (%s, %s) could not be recorded in %s: %s. Record it by hand or terminate it."
+                % (summary["id"], summary.get("name"), summary.get("status"), self.recorder.state_file, exc),
+                pod=summary,
+                pod_id=summary["id"],
+            )
+
+    def record_found(self, pods, token) -> list:
+        """Record, as they are found, the pods that carry this create's token: its pods, however it failed.
+
+        A pod that only has the name is not recorded here: it may be anyone's, and state.json is what the
+        audit trusts to tell the runs' pods from orphans."""
+        for pod in pods:
+            if (pod.get("env") or {}).get(CREATE_TOKEN_ENV) == token:
+                self.record(pod_summary(pod), "created")
+        return pods
+
+    def fail(self, msg, **extra) -> None:
+        """Fail; a pod this task created, or one record_to already holds, gets its last known status first."""
+        summary = extra.get("pod") or self.result.get("pod") or {}
+        pod_id = summary.get("id")
+        keep = self.result.get("created") or self.recorder.recorded(pod_id) is not None
+        if pod_id and keep and not self.record_failed and self.recorder.enabled and not self.module.check_mode:
+            try:
+                self.recorder.write(pod_id, record_fields(summary, "created" if self.result.get("created") else None))
+            except RunStateError as exc:
+                msg = "%s (and recording it in %s failed: %s)" % (msg, self.recorder.state_file, exc)
+        super(RunPodPod, self).fail(msg, **extra)
 
     # -- finding -----------------------------------------------------------------------------
 
@@ -580,15 +678,32 @@ class RunPodPod(RunPodModule):
         if self.module.check_mode:
             self.result["created"] = True
             return None
-        pod, self.result["reconciled"] = self.create_reconciled(
-            "pod",
-            body["name"],
-            lambda: self.client.create_pod(body),
-            lambda: pods_of_create(self.client.list_pods(), body["name"], token),
-            "pod_ids",
-        )
+        if not self.recorder.enabled:
+            pod, self.result["reconciled"] = self.create_reconciled(
+                "pod",
+                body["name"],
+                lambda: self.client.create_pod(body),
+                lambda: pods_of_create(self.client.list_pods(), body["name"], token),
+                "pod_ids",
+            )
+        else:
+            # From the create call to its record, an interrupt would leave a billing pod no file knows.
+            with signals_held():
+                pod, self.result["reconciled"] = self.create_reconciled(
+                    "pod",
+                    body["name"],
+                    lambda: self.created(self.client.create_pod(body)),
+                    lambda: self.record_found(pods_of_create(self.client.list_pods(), body["name"], token), token),
+                    "pod_ids",
+                )
         self.result["created"] = True
         self.result["pod"] = pod_summary(pod)
+        return pod
+
+    def created(self, pod):
+        """The create's answer, recorded before anything else happens."""
+        self.result["created"] = True
+        self.record(pod_summary(pod), "created")
         return pod
 
     # -- update ------------------------------------------------------------------------------
@@ -781,7 +896,7 @@ class RunPodPod(RunPodModule):
 
     def run(self):
         state = self.params["state"]
-        problems = option_problems(self.params, self.desired_env())
+        problems = option_problems(self.params, self.desired_env()) + self.recorder.option_problems()
         if problems:
             self.fail(
                 "invalid options for pod %r: %s. Nothing was created or changed."
@@ -807,9 +922,14 @@ class RunPodPod(RunPodModule):
         pod = self.wait_ready(pod, state)
         if pod:
             self.result["pod"] = pod_summary(pod)
+            self.record(self.result["pod"], "created" if self.result["created"] else "reused")
 
     def terminate(self, pod):
         if pod is None:
+            recorded = self.recorder.recorded(self.params["id"]) if self.params["id"] else None
+            if recorded is not None and (recorded.get("final") or {}).get("status") != TERMINATED:
+                # Gone already (404 or TERMINATED): the file learns it from the API.
+                self.record({"id": self.params["id"], "status": TERMINATED}, final=final_block(TERMINATED))
             return
         self.mark_changed()
         if self.module._diff:
@@ -827,6 +947,7 @@ class RunPodPod(RunPodModule):
             # A terminated pod has no endpoint and no cost, whatever the last read before it said.
             summary.update(ssh_host=None, ssh_port=None, ssh_user=None, ssh_command=None, cost_per_hr=0.0, actions=[])
         self.result["pod"] = summary
+        self.record(summary, "reused", final=final_block(summary["status"]))
 
 
 def main():
@@ -857,6 +978,7 @@ def main():
             wait=dict(type="bool", default=True),
             wait_timeout=dict(type="int", default=600),
             wait_for=dict(type="str", default="ssh", choices=["ssh", "endpoint", "running"]),
+            **RECORD_ARGUMENT_SPEC,
         ),
         required_one_of=[("id", "name")],
         mutually_exclusive=[

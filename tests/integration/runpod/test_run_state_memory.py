@@ -1,0 +1,159 @@
+"""record_to on the memory emulator: what runpod_pod and runpod_network_volume write into runs/<run_id>/state.json,
+and that a pod's record survives SIGINT, both inside the create call (held off until the record is written) and
+during the wait that follows (ansible-playbook interrupted like Ctrl-C in a terminal)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from runpod_integration_helpers import BIN, PLAYBOOKS, ROOT, ansible_env, live_pods, recorded, run_playbook
+
+MODULE = "ansible_collections.trainops.gpu.plugins.modules.runpod_pod"
+
+
+def state_of(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def by_kind(state: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [r for r in state["resources"] if r["kind"] == kind]
+
+
+def start_module(emulator, **args: Any) -> subprocess.Popen[str]:
+    """runpod_pod run directly (as AnsiballZ would run it), its arguments on stdin."""
+    args = {"api_url": emulator.url, "api_key": emulator.api_key, **args}
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "collections"))
+    process = subprocess.Popen(
+        [sys.executable, "-m", MODULE],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    assert process.stdin is not None
+    process.stdin.write(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    process.stdin.close()
+    process.stdin = None
+    return process
+
+
+def wait_until(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout_s} s"
+        time.sleep(0.05)
+
+
+def pod_args(name: str, state_file: Path) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": "localhost/trainops-pod",
+        "gpu_type": "NVIDIA GeForce RTX 4090",
+        "wait": False,
+        "record_to": str(state_file),
+        "record_fields": {"role": "drill"},
+    }
+
+
+def test_record_to_records_creates_and_the_final_state(emulator, tmp_path):
+    run = run_playbook(emulator, "record_to.yml", {"runs_dir": str(tmp_path)})
+    assert run.rc == 0, run.explain()
+    state_file = tmp_path / "rec" / "state.json"
+    state = state_of(state_file)
+    assert state["run_id"] == "rec" and state["format_version"] == 1 and state["api_url"] == emulator.url
+
+    [pod] = by_kind(state, "pod")
+    assert pod["name"] == "trainops-rec-trainer" and pod["role"] == "trainer" and pod["action"] == "created"
+    assert pod["status"] == "TERMINATED" and pod["final"]["status"] == "TERMINATED" and pod["final"]["source"] == "api"
+    [volume] = by_kind(state, "network_volume")
+    assert volume["name"] == "trainops-rec-ckpt" and volume["role"] == "ckpt" and volume["action"] == "created"
+    assert pod["network_volume_id"] == volume["id"] and volume["data_center_id"] == "EU-RO-1"
+    assert volume["final"]["status"] == "deleted" and volume["status"] == "deleted"
+    # Check mode and the refused create recorded nothing; the key is nowhere in the file.
+    assert len(state["resources"]) == 2
+    assert emulator.api_key not in state_file.read_text()
+    assert live_pods(emulator) == []
+
+
+def test_pod_of_a_create_answered_500_is_recorded(emulator, tmp_path):
+    emulator.admin("POST", "/_emulator/faults", {"kind": "500_after_create", "count": 1})
+    state_file = tmp_path / "r500" / "state.json"
+    process = start_module(emulator, **pod_args("trainops-r500-drill", state_file))
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    result = json.loads(out)
+    assert result["reconciled"] is True
+    [pod] = by_kind(state_of(state_file), "pod")
+    assert pod["id"] == result["pod"]["id"] and pod["action"] == "created" and pod["role"] == "drill"
+    assert [r["status"] for r in recorded(emulator) if r["method"] == "POST"] == [500]
+
+
+def test_sigint_inside_the_create_call_is_held_until_the_pod_is_recorded(emulator, tmp_path):
+    # The create answers after 3 s; SIGINT arrives while it is in flight. Unheld, it would end the module
+    # before the answer, leaving a pod that no file knows; held, it ends the module right after the record.
+    emulator.admin(
+        "POST",
+        "/_emulator/faults",
+        {"kind": "latency", "latency_ms": 3000, "count": 1, "method": "POST", "path_prefix": "/v2/pods"},
+    )
+    state_file = tmp_path / "held" / "state.json"
+    process = start_module(emulator, **pod_args("trainops-held-drill", state_file))
+    # The rule is used up when the create reaches the emulator, before its 3 s pause.
+    wait_until(lambda: not emulator.admin("GET", "/_emulator/faults")["faults"], 30, "the create call")
+    time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == -signal.SIGINT or "KeyboardInterrupt" in err, (process.returncode, out, err)
+    assert "KeyboardInterrupt" in err and '"changed"' not in out
+    # The emulator makes the pod after its pause whether or not the module still listens.
+    wait_until(lambda: live_pods(emulator), 10, "the pod's creation")
+    [live] = live_pods(emulator)
+    assert state_file.is_file(), f"pod {live['id']} exists, and no state.json records it"
+    [pod] = by_kind(state_of(state_file), "pod")
+    assert pod["id"] == live["id"] and pod["action"] == "created" and pod["name"] == "trainops-held-drill"
+
+
+def test_sigint_during_the_wait_leaves_the_created_pod_recorded(emulator, tmp_path):
+    state_file = tmp_path / "intr" / "state.json"
+    command = [
+        str(BIN / "ansible-playbook"),
+        "-i",
+        "localhost,",
+        "-c",
+        "local",
+        str(PLAYBOOKS / "record_interrupted.yml"),
+    ]
+    command += ["-e", json.dumps({"ansible_python_interpreter": sys.executable, "state_file": str(state_file)})]
+    # Its own session, so that SIGINT goes to the whole process group as Ctrl-C in a terminal does.
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=ansible_env(emulator),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        created = lambda: any(r["method"] == "POST" and r["status"] == 201 for r in recorded(emulator))  # noqa: E731
+        wait_until(created, 60, "the pod's create")
+        os.killpg(process.pid, signal.SIGINT)
+        out, _err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+    assert process.returncode != 0, out
+    assert "PLAY RECAP" not in out  # interrupted, not finished
+    [live] = live_pods(emulator)
+    [pod] = by_kind(state_of(state_file), "pod")
+    assert pod["id"] == live["id"] and pod["action"] == "created" and pod["role"] == "drill"
+    assert pod["status"] in ("PROVISIONING", "STARTING", "RUNNING")
