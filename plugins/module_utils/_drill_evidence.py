@@ -306,15 +306,24 @@ def recovery_figures(journal, events, interrupted_at, last_step_before, offset):
         "resume_s": None,
         "first_new_step": None,
         "notes": [],
+        "no_resume_hint": None,
     }
     starts = events_after(events, "start", interrupted_at, offset)
     if starts:
         figures["trainer_start_s"] = _round(_event_time(starts[0], offset) - interrupted_at)
     event, count, how = find_resume(events, interrupted_at, offset)
     figures["resumes_after_interruption"] = count
-    if event is None or not _is_int(event.get("step")):
-        if event is not None:
-            figures["notes"].append("the resume event after the interruption has no integer step")
+    if event is None:
+        earlier = [e for e in events if e.get("event") == "resume" and _event_time(e, offset) is not None]
+        if earlier:
+            figures["no_resume_hint"] = (
+                "the last resume event (step %s) is stamped %.3f s before the interruption; if the pod's clock "
+                "runs behind the controller's, give clock_offset_s"
+                % (earlier[-1].get("step"), interrupted_at - _event_time(earlier[-1], offset))
+            )
+        return figures
+    if not _is_int(event.get("step")):
+        figures["notes"].append("the resume event after the interruption has no integer step")
         return figures
     resumed_from = event["step"]
     figures["resumed_from_step"] = resumed_from
@@ -515,6 +524,7 @@ def judge_mode(reference, mode):
         figures = recovery_figures(journal, [], 0.0, None, 0.0)
         notes.append("no interruption time given")
     notes.extend(figures.pop("notes"))
+    no_resume_hint = figures.pop("no_resume_hint")
     if journal.dropped_lines:
         notes.append("%d torn or garbled journal line(s) dropped" % journal.dropped_lines)
 
@@ -540,7 +550,8 @@ def judge_mode(reference, mode):
     if events_error:
         reasons.append("resume point unknown: events.jsonl %s" % events_error)
     elif resumed_from is None and _is_number(interrupted_at):
-        reasons.append("no resume after the interruption: events.jsonl has no resume event stamped after it")
+        reason = "no resume after the interruption: events.jsonl has no resume event stamped after it"
+        reasons.append(reason + (" (%s)" % no_resume_hint if no_resume_hint else ""))
     elif not verified and resumed_from is not None:
         reasons.append(verify_detail)
 

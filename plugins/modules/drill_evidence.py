@@ -273,6 +273,9 @@ from ansible_collections.trainops.gpu.plugins.module_utils._provenance import (
     validate_run_id,
 )
 
+# The pin of the collection's requirements.txt, named in the error when matplotlib is missing.
+MATPLOTLIB_REQUIREMENT = "matplotlib==3.11.2"
+
 MODE_SPEC = dict(
     mode=dict(type="str", required=True),
     metrics=dict(type="path"),
@@ -344,7 +347,8 @@ def main():
     except (EvidenceError, ProvenanceError) as exc:
         module.fail_json(msg=str(exc), report=paths)
     except PlotLibraryMissing as exc:
-        module.fail_json(msg=missing_required_lib("matplotlib", reason="to draw loss.png"), exception=str(exc))
+        msg = missing_required_lib("matplotlib", reason="to draw loss.png")
+        module.fail_json(msg="%s Install it with: pip install %s" % (msg, MATPLOTLIB_REQUIREMENT), error=str(exc))
     except (IOError, OSError) as exc:
         module.fail_json(msg="cannot write the evidence in %s: %s" % (directory, exc), report=paths)
 
