@@ -1,0 +1,263 @@
+"""playbooks/teardown.yml (the teardown role's gate) end to end on the emulator's podman backend: one real pod,
+reached over SSH, with real checkpoints of the reference trainer on its persistent volume, and the pulled copies
+on the controller verified by loading them with torch.
+
+One pod serves every test, in file order: refused without any checkpoint (and without confirmation), refused
+while the pod's newest checkpoint is not on the controller (and the confirmation names another pod), refused
+with a corrupt pulled copy, nothing deleted in check mode, deleted when everything holds (final state read back
+and recorded), and a second run that changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runpod_emulator.doctor import DoctorFailure, ensure_pods_can_run
+from runpod_emulator.testing import EmulatorProcess
+
+pytestmark = [pytest.mark.podman, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+RUN_ID = "td1"
+POD_NAME = f"trainops-{RUN_ID}-train"
+POD_CKPT = f"/workspace/trainops/{RUN_ID}/ckpt"
+NEWEST = "step-00000004"
+OLDER = "step-00000002"
+MUTATING = ("POST", "PUT", "PATCH", "DELETE")
+
+
+class Teardown:
+    """One emulator, one running pod with a persistent volume, a trained run and a runs directory."""
+
+    def __init__(self, emulator: EmulatorProcess, tmp: Path, pod: dict[str, Any]):
+        self.emulator = emulator
+        self.tmp = tmp
+        self.pod = pod
+        self.runs = tmp / "runs"
+        self.run_dir = self.runs / RUN_ID
+        self.key = tmp / "id_ed25519"
+        self.trained = tmp / "trained" / "ckpt"
+
+    def play(self, *args: str, **extra_vars: Any) -> subprocess.CompletedProcess[str]:
+        variables = {"teardown_run_id": RUN_ID, "teardown_pod": self.pod["id"], "teardown_runs_dir": str(self.runs)}
+        variables.update(extra_vars)
+        env = dict(os.environ)
+        env.update(
+            ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
+            ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+            ANSIBLE_NOCOLOR="1",
+            ANSIBLE_LOCALHOST_WARNING="0",
+            ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
+            RUNPOD_API_URL=self.emulator.url,
+            RUNPOD_API_KEY=self.emulator.api_key,
+            RUNPOD_SSH_PRIVATE_KEY=str(self.key),
+        )
+        command = [str(BIN / "ansible-playbook"), str(ROOT / "playbooks" / "teardown.yml"), *args]
+        command += ["-e", json.dumps(variables)]
+        return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+
+    def pod_status(self) -> int | str:
+        status, _headers, pod = self.emulator.api("GET", f"/v2/pods/{self.pod['id']}")
+        return pod["status"] if status == 200 else status
+
+    def mutations(self) -> list[tuple[str, str]]:
+        requests = self.emulator.admin("GET", "/_emulator/requests")["requests"]
+        return [(r["method"], r["path"]) for r in requests if r["method"] in MUTATING]
+
+    def pull(self, name: str) -> Path:
+        """A copy of the trained checkpoint as the sync role's pull leaves it."""
+        dest = self.run_dir / "ckpt" / name
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(self.trained / name, dest)
+        return dest
+
+    def evidence(self) -> dict[str, Any]:
+        return json.loads((self.run_dir / "evidence" / "teardown.json").read_text())
+
+    def state(self) -> dict[str, Any]:
+        return json.loads((self.run_dir / "state.json").read_text())
+
+
+def one_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The play's output with the line breaks and JSON escapes of a failure message folded."""
+    return re.sub(r"\s+", " ", (done.stdout + done.stderr).replace('\\"', '"').replace("\\n", " "))
+
+
+def explain(done: subprocess.CompletedProcess[str]) -> str:
+    return f"rc={done.returncode}\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def teardown(tmp_path_factory: pytest.TempPathFactory):
+    os.environ.setdefault("CONTAINERS_CONF", str(ROOT / "config" / "containers.conf"))
+    try:
+        ensure_pods_can_run()
+    except DoctorFailure as exc:
+        pytest.fail(str(exc), pytrace=False)
+    tmp = tmp_path_factory.mktemp("teardown")
+    key = tmp / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "td", "-f", str(key)], check=True)
+    # Two checkpoints (steps 2 and 4) from the reference trainer, run on the controller.
+    config = tmp / "train.json"
+    config.write_text(json.dumps({"run_id": RUN_ID, "steps": 4, "checkpoint": {"every_steps": 2}}))
+    subprocess.run(
+        [sys.executable, "-m", "trainops_train.train", "--config", str(config), "--run-dir", str(tmp / "trained")],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    with EmulatorProcess(
+        backend="podman", state_dir=tmp / "emulator", extra_args=["--container-prefix", "rptdown"]
+    ) as emulator:
+        emulator.admin("PUT", "/v2/account/ssh-keys", {"keys": [key.with_suffix(".pub").read_text().strip()]})
+        pod = emulator.admin(
+            "POST",
+            "/v2/pods",
+            {
+                "name": POD_NAME,
+                "image": "runpod/pytorch",
+                "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1},
+                "ports": ["22/tcp"],
+                "startSsh": True,
+                "disk": 10,
+                "mounts": {"persistent": {"size": 20, "path": "/workspace"}},
+            },
+        )
+        emulator.wait_for(pod["id"], lambda p: p["ssh"]["direct"] is not None, 120)
+        state = Teardown(emulator, tmp, pod)
+        state.run_dir.mkdir(parents=True)
+        # As the playbook that created the pod recorded it.
+        (state.run_dir / "state.json").write_text(
+            json.dumps(
+                {
+                    "format_version": 1,
+                    "run_id": RUN_ID,
+                    "api_url": emulator.url,
+                    "started_at": "2026-12-03T00:00:00Z",
+                    "updated_at": "2026-12-03T00:00:00Z",
+                    "resources": [
+                        {
+                            "kind": "pod",
+                            "id": pod["id"],
+                            "name": POD_NAME,
+                            "role": "train",
+                            "action": "created",
+                            "status": "RUNNING",
+                            "recorded_at": "2026-12-03T00:00:00Z",
+                            "updated_at": "2026-12-03T00:00:00Z",
+                        }
+                    ],
+                }
+            )
+        )
+        yield state
+
+
+def test_refuses_a_pod_without_checkpoints_and_without_confirmation(teardown: Teardown):
+    done = teardown.play()
+    text = one_line(done)
+    assert done.returncode != 0, explain(done)
+    assert (
+        f"has no checkpoint at all under {POD_CKPT} (the directory does not exist): "
+        "set teardown_allow_no_checkpoint=true to terminate it without one." in text
+    ), explain(done)
+    assert (
+        f"teardown_confirm is empty: set teardown_confirm={teardown.pod['id']} (or {POD_NAME}) to terminate pod"
+        in text
+    ), explain(done)
+    assert teardown.pod_status() == "RUNNING"
+    evidence = teardown.evidence()
+    assert evidence["decision"] == "refused" and len(evidence["missing"]) == 2
+
+
+def test_refuses_while_the_newest_checkpoint_is_not_pulled_and_confirm_names_another_pod(teardown: Teardown):
+    # The pod's durable root (its persistent volume's host directory) gets both checkpoints; the controller
+    # holds only the older one: not enough.
+    on_pod = teardown.emulator.state_dir / "data" / "pods" / teardown.pod["id"] / "persistent" / POD_CKPT.removeprefix("/workspace/")
+    shutil.copytree(teardown.trained, on_pod)
+    teardown.pull(OLDER)
+    done = teardown.play(teardown_confirm="trainops-td2-train")
+    text = one_line(done)
+    assert done.returncode != 0, explain(done)
+    assert (
+        f"the newest checkpoint on pod {POD_NAME}, {POD_CKPT}/{NEWEST} (step 4), is not verified on the controller: "
+        f"{teardown.run_dir}/ckpt/{NEWEST} does not exist (the controller has {OLDER}); pull it with the sync role "
+        f"(tasks_from: pull, sync_pull_checkpoints: [{NEWEST}])" in text
+    ), explain(done)
+    assert (
+        'teardown_confirm "trainops-td2-train" names neither the id nor the name of this pod: '
+        f"set teardown_confirm={teardown.pod['id']} (or {POD_NAME})" in text
+    ), explain(done)
+    assert teardown.pod_status() == "RUNNING"
+
+
+def test_refuses_a_corrupt_pulled_copy(teardown: Teardown):
+    copy = teardown.pull(NEWEST)
+    weights = copy / "model.pt"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    done = teardown.play(teardown_confirm=POD_NAME)
+    text = one_line(done)
+    assert done.returncode != 0, explain(done)
+    assert (
+        f"is not verified on the controller: checkpoint_verify load=true on {copy} failed: model.pt: sha256 mismatch"
+        in text
+    ), explain(done)
+    assert "teardown_confirm" not in text.split("Missing:")[-1], explain(done)
+    assert teardown.pod_status() == "RUNNING"
+
+
+def test_check_mode_deletes_nothing(teardown: Teardown):
+    teardown.pull(NEWEST)
+    teardown.emulator.admin("DELETE", "/_emulator/requests")
+    done = teardown.play("--check", teardown_confirm=teardown.pod["id"])
+    assert done.returncode == 0, explain(done)
+    assert f"Would terminate pod {POD_NAME} ({teardown.pod['id']})" in one_line(done), explain(done)
+    assert teardown.pod_status() == "RUNNING"
+    assert teardown.mutations() == []
+    assert teardown.evidence()["decision"] == "refused"  # the last real run's; check mode wrote nothing
+    assert "final" not in teardown.state()["resources"][0]
+
+
+def test_terminates_when_everything_holds_and_records_the_final_state(teardown: Teardown):
+    teardown.emulator.admin("DELETE", "/_emulator/requests")
+    done = teardown.play(teardown_confirm=teardown.pod["id"])
+    assert done.returncode == 0, explain(done)
+    assert f"Terminated pod {POD_NAME} ({teardown.pod['id']}) of run {RUN_ID}; final status read from the API: " in (
+        one_line(done)
+    ), explain(done)
+    assert teardown.pod_status() == 404
+    assert teardown.mutations() == [("DELETE", f"/v2/pods/{teardown.pod['id']}")]
+    requests = teardown.emulator.admin("GET", "/_emulator/requests")["requests"]
+    delete_at = next(r["time"] for r in requests if r["method"] == "DELETE")
+    assert any(r["method"] == "GET" and r["path"] == f"/v2/pods/{teardown.pod['id']}" for r in requests)
+    assert requests[-1]["method"] == "GET" and requests[-1]["status"] == 404 and requests[-1]["time"] >= delete_at
+    pod = teardown.state()["resources"][0]
+    assert pod["status"] == "TERMINATED"
+    assert pod["final"]["status"] == "TERMINATED" and pod["final"]["source"] == "api" and pod["final"]["read_at"]
+    evidence = teardown.evidence()
+    assert evidence["decision"] == "terminated" and evidence["missing"] == []
+    assert evidence["final"] == pod["final"]
+    pulled = evidence["checkpoints"]["pulled"]
+    assert pulled["ok"] and pulled["loaded"]["ok"] and pulled["step"] == 4
+    assert pulled["manifest_sha256"] == pulled["pod_manifest_sha256"]
+
+
+def test_a_second_run_changes_nothing(teardown: Teardown):
+    before = (teardown.run_dir / "state.json").read_bytes(), (teardown.run_dir / "evidence" / "teardown.json").read_bytes()
+    done = teardown.play(teardown_confirm=teardown.pod["id"])
+    assert done.returncode == 0, explain(done)
+    assert "is already gone from the account; nothing to do" in one_line(done), explain(done)
+    assert re.search(r"localhost\s*:\s*ok=\d+\s+changed=0\s", done.stdout), explain(done)
+    after = (teardown.run_dir / "state.json").read_bytes(), (teardown.run_dir / "evidence" / "teardown.json").read_bytes()
+    assert after == before
