@@ -154,8 +154,12 @@ def test_bench_runs_a_command_end_to_end_with_evidence(bench: Bench, first_run):
     assert [g["index"] for g in pod["gpus_seen"]] == [0, 1] and "(emulated)" in pod["gpus_seen"][0]["name"]
     assert pod["final_status"] == "EXITED"
     assert bench.api_pod(pod["id"])["status"] == "EXITED"
-    resource = pod_resource(state_of(run_dir))
+    state = state_of(run_dir)
+    resource = pod_resource(state)
     assert resource["id"] == pod["id"] and resource["status"] == "EXITED" and resource["action"] == "created"
+    # Written by runpod_pod's record_to when the create returned, then updated by run_state.
+    assert resource["role"] == "bench" and resource["recorded_at"] <= resource["updated_at"] and "final" not in resource
+    assert [r["kind"] for r in state["resources"]] == ["ssh_key", "pod"] and state["run_id"] == "t1"
     assert (run_dir / "bench-report.md").read_text().startswith("# Bench run t1")
     assert_no_secret(done, run_dir)
 
