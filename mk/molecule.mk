@@ -2,7 +2,9 @@
 #   make molecule-sync   the sync role: push, pull, idempotence, testinfra verify (about 1-2 minutes)
 #   make molecule-bootstrap   the bootstrap role: a 2-GPU pod and one back without its GPUs, check mode,
 #                             idempotence, testinfra verify (about 50 s)
-.PHONY: molecule-sync molecule-bootstrap
+#   make molecule-train   the train role: start, attach, SIGTERM (75), resume with progress, refused config,
+#                         check mode, idempotence, testinfra verify
+.PHONY: molecule-sync molecule-bootstrap molecule-train
 
 # Run from the collection root: molecule finds a collection's scenarios under extensions/molecule/.
 molecule-sync: setup image
@@ -14,6 +16,11 @@ molecule-bootstrap: setup image
 	@molecule test -s bootstrap
 
 TEST_TARGETS += molecule-bootstrap
+
+molecule-train: setup image
+	@molecule test -s train
+
+TEST_TARGETS += molecule-train
 
 # Benchmark (not a test): the role's push of a 200 MB tree to an emulator pod against plain rsync -a.
 .PHONY: bench-sync
