@@ -480,7 +480,7 @@ def _clock(mode):
     error = mode.get("clock_offset_error_s")
     if _is_number(offset):
         return {"offset_s": offset, "error_s": error if _is_number(error) else None, "source": "measured"}
-    return {"offset_s": 0.0, "error_s": None, "source": "assumed equal (not measured)"}
+    return {"offset_s": 0.0, "error_s": None, "source": "not measured"}
 
 
 def _pods(pods):
@@ -684,6 +684,13 @@ def _cell(value, digits=None):
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def _clock_cell(clock):
+    if clock["source"] != "measured":
+        return "not measured (taken as equal)"
+    error = "± %.3f" % clock["error_s"] if clock["error_s"] is not None else "error unknown"
+    return "pod %+.3f s %s" % (clock["offset_s"], error)
+
+
 def render_markdown(report):
     """report.md: the verdict table first, then phase timings, wall time and per-mode details."""
     verdict = "PASS" if report["passed"] else "FAIL"
@@ -744,10 +751,7 @@ def render_markdown(report):
         pods = m["pods"]
         timings = ", ".join("%s %s s" % (k, _cell(v, 1)) for k, v in m["timings"].items())
         clock = m["clock"]
-        clock_cell = "offset %s s" % _cell(clock["offset_s"], 3)
-        clock_cell += (
-            " ± %s" % _cell(clock["error_s"], 3) if clock["error_s"] is not None else " (%s)" % clock["source"]
-        )
+        clock_cell = _clock_cell(clock)
         lines.append(
             "| %s |"
             % " | ".join(
