@@ -348,7 +348,7 @@ def test_step_ranges():
 
 def test_markdown_table_has_one_row_per_mode_and_the_phases(tmp_path, reference):
     entry = {"mode": "recreate", "error": "no pod"}
-    report, _ = de.build_report(
+    report, _series = de.build_report(
         "r1", reference, [resumed_run(tmp_path), entry], phases={"training": 3.25, "recovery": 9.0}, wall_s=42.0
     )
     text = de.render_markdown(report)
@@ -370,7 +370,7 @@ def test_provenance_summary_goes_into_the_report(tmp_path, reference):
             }
         )
     )
-    report, _ = de.build_report("r1", reference, [resumed_run(tmp_path)], provenance=str(provenance))
+    report, _series = de.build_report("r1", reference, [resumed_run(tmp_path)], provenance=str(provenance))
     assert report["provenance"]["commit"] == "abc123" and report["provenance"]["dirty"] is True
     assert report["provenance"]["config_hash"] == "sha256:" + "1" * 64
     assert report["provenance"]["command"].startswith("python -m trainops_train.train")
