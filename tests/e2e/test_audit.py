@@ -68,7 +68,13 @@ class Account:
             RUNPOD_API_URL=self.emulator.url,
             RUNPOD_API_KEY=self.emulator.api_key,
         )
-        command = [str(BIN / "ansible-playbook"), str(ROOT / "playbooks" / playbook), *args, "-e", json.dumps(extra_vars)]
+        command = [
+            str(BIN / "ansible-playbook"),
+            str(ROOT / "playbooks" / playbook),
+            *args,
+            "-e",
+            json.dumps(extra_vars),
+        ]
         return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
 
     def ledger(self) -> dict[str, float]:
@@ -121,14 +127,21 @@ def audited(tmp_path_factory: pytest.TempPathFactory):
                 ("gonepod00001", "trainops-r1-old", "RUNNING"),
             ],
         )
-        stop = account.play("teardown.yml", teardown_run_id="r1", teardown_pod=stopped["id"], teardown_action="stop",
-                            teardown_runs_dir=str(runs))
+        stop = account.play(
+            "teardown.yml",
+            teardown_run_id="r1",
+            teardown_pod=stopped["id"],
+            teardown_action="stop",
+            teardown_runs_dir=str(runs),
+        )
         before = account.ledger()
         emulator.admin("POST", "/_emulator/clock", {"advance_s": HOURS * 3600})
         after = account.ledger()
         foreign_before = emulator.admin("GET", f"/v2/pods/{account.ids['foreign']}")
         emulator.admin("DELETE", "/_emulator/requests")
-        audit = account.play("audit.yml", audit_runs_dir=str(runs), audit_billing_bucket="year", audit_billing_last_n=100)
+        audit = account.play(
+            "audit.yml", audit_runs_dir=str(runs), audit_billing_bucket="year", audit_billing_last_n=100
+        )
         requests = emulator.admin("GET", "/_emulator/requests")["requests"]
         foreign_after = emulator.admin("GET", f"/v2/pods/{account.ids['foreign']}")
         yield {
@@ -186,8 +199,13 @@ def test_audit_finds_the_orphaned_running_pod(audited):
     recorded = pod_row(document, ids["recorded"])
     assert not recorded["orphan"] and recorded["runs"] == ["r1"]
     assert document["recorded_but_gone"] == [
-        {"run_id": "r1", "id": "gonepod00001", "name": "trainops-r1-old", "recorded_status": "RUNNING",
-         "terminate_recorded": False}
+        {
+            "run_id": "r1",
+            "id": "gonepod00001",
+            "name": "trainops-r1-old",
+            "recorded_status": "RUNNING",
+            "terminate_recorded": False,
+        }
     ]
 
 
@@ -215,7 +233,9 @@ def test_audit_finds_the_unattached_network_volume(audited):
 
 def test_audit_totals_and_billing_match_the_ledger(audited):
     document = report(audited)
-    expected_hour = 3 * running_per_hour() + VOLUME_GB * STOPPED_GB_MONTH / MONTH_H + NETWORK_GB * VOLUME_GB_MONTH / MONTH_H
+    expected_hour = (
+        3 * running_per_hour() + VOLUME_GB * STOPPED_GB_MONTH / MONTH_H + NETWORK_GB * VOLUME_GB_MONTH / MONTH_H
+    )
     assert document["totals"]["per_hour_now"] == pytest.approx(expected_hour, abs=1e-5)
     assert document["totals"]["not_ours_per_hour_now"] == pytest.approx(running_per_hour(), abs=1e-6)
     ledger = audited["ledger"]

@@ -171,8 +171,7 @@ def test_refuses_a_pod_without_checkpoints_and_without_confirmation(teardown: Te
         "set teardown_allow_no_checkpoint=true to terminate it without one." in text
     ), explain(done)
     assert (
-        f"teardown_confirm is empty: set teardown_confirm={teardown.pod['id']} (or {POD_NAME}) to terminate pod"
-        in text
+        f"teardown_confirm is empty: set teardown_confirm={teardown.pod['id']} (or {POD_NAME}) to terminate pod" in text
     ), explain(done)
     assert teardown.pod_status() == "RUNNING"
     evidence = teardown.evidence()
@@ -182,7 +181,14 @@ def test_refuses_a_pod_without_checkpoints_and_without_confirmation(teardown: Te
 def test_refuses_while_the_newest_checkpoint_is_not_pulled_and_confirm_names_another_pod(teardown: Teardown):
     # The pod's durable root (its persistent volume's host directory) gets both checkpoints; the controller
     # holds only the older one: not enough.
-    on_pod = teardown.emulator.state_dir / "data" / "pods" / teardown.pod["id"] / "persistent" / POD_CKPT.removeprefix("/workspace/")
+    on_pod = (
+        teardown.emulator.state_dir
+        / "data"
+        / "pods"
+        / teardown.pod["id"]
+        / "persistent"
+        / POD_CKPT.removeprefix("/workspace/")
+    )
     shutil.copytree(teardown.trained, on_pod)
     teardown.pull(OLDER)
     done = teardown.play(teardown_confirm="trainops-td2-train")
@@ -254,10 +260,16 @@ def test_terminates_when_everything_holds_and_records_the_final_state(teardown: 
 
 
 def test_a_second_run_changes_nothing(teardown: Teardown):
-    before = (teardown.run_dir / "state.json").read_bytes(), (teardown.run_dir / "evidence" / "teardown.json").read_bytes()
+    before = (
+        (teardown.run_dir / "state.json").read_bytes(),
+        (teardown.run_dir / "evidence" / "teardown.json").read_bytes(),
+    )
     done = teardown.play(teardown_confirm=teardown.pod["id"])
     assert done.returncode == 0, explain(done)
     assert "is already gone from the account; nothing to do" in one_line(done), explain(done)
     assert re.search(r"localhost\s*:\s*ok=\d+\s+changed=0\s", done.stdout), explain(done)
-    after = (teardown.run_dir / "state.json").read_bytes(), (teardown.run_dir / "evidence" / "teardown.json").read_bytes()
+    after = (
+        (teardown.run_dir / "state.json").read_bytes(),
+        (teardown.run_dir / "evidence" / "teardown.json").read_bytes(),
+    )
     assert after == before
