@@ -616,9 +616,22 @@ def _provenance_summary(path):
     }
 
 
+def check_finite(where, value):
+    """Refuse NaN and infinities anywhere in ``value``: no figure can be computed from them, and report.json
+    is strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise EvidenceError("%s is %r: a finite number is needed" % (where, value))
+    if isinstance(value, dict):
+        for key, item in value.items():
+            check_finite("%s.%s" % (where, key), item)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            check_finite("%s[%d]" % (where, index), item)
+
+
 def check_modes(modes):
     """Refuse what cannot be judged at all: no modes, a duplicate name, a mode without its files or its
-    interruption time (unless it records the orchestration's error)."""
+    interruption time (unless it records the orchestration's error), a number that is not finite."""
     if not modes:
         raise EvidenceError("modes is empty: nothing to judge")
     seen = set()
@@ -629,6 +642,8 @@ def check_modes(modes):
         if name in seen:
             raise EvidenceError("modes[%d]: mode %r is given twice" % (index, name))
         seen.add(name)
+        for key in ("interrupted_at", "clock_offset_s", "clock_offset_error_s", "pods", "timings"):
+            check_finite("modes[%d] (%s).%s" % (index, name, key), mode.get(key))
         if mode.get("error"):
             continue
         for key in ("metrics", "events", "result", "interrupted_at"):
@@ -639,6 +654,8 @@ def check_modes(modes):
 def build_report(run_id, reference, modes, provenance=None, phases=None, wall_s=None, now=None):
     """(report, series): the whole report.json document and the loss series for the plot."""
     check_modes(modes)
+    check_finite("phases", phases)
+    check_finite("wall_s", wall_s)
     reference = Reference(reference["metrics"], reference["result"])
     summary = _provenance_summary(provenance)
     judged = []

@@ -73,8 +73,17 @@ PLAYBOOK = """
 
 
 def trainer(config: pathlib.Path, run_dir: pathlib.Path) -> subprocess.Popen:
+    """Start the trainer; its output goes to a file beside the run directory (a pipe nobody reads could fill)."""
     command = [sys.executable, "-m", "trainops_train.train", "--config", str(config), "--run-dir", str(run_dir)]
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = run_dir.with_name(run_dir.name + ".log")
+    with open(log, "a") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+    process.log = log  # type: ignore[attr-defined]
+    return process
+
+
+def output_of(process: subprocess.Popen) -> str:
+    return process.log.read_text()[-3000:]  # type: ignore[attr-defined]
 
 
 def last_step(metrics: pathlib.Path) -> int:
@@ -92,7 +101,7 @@ def interrupt(process: subprocess.Popen, metrics: pathlib.Path, signum: int) -> 
     journal once the trainer has died), the two figures the drill records."""
     deadline = time.monotonic() + TRAINER_TIMEOUT_S
     while last_step(metrics) < INTERRUPT_AT_STEP:
-        assert process.poll() is None, f"the trainer ended before step {INTERRUPT_AT_STEP}: {process.stderr.read()}"
+        assert process.poll() is None, f"the trainer ended before step {INTERRUPT_AT_STEP}: {output_of(process)}"
         assert time.monotonic() < deadline, f"the trainer did not reach step {INTERRUPT_AT_STEP} in time"
         time.sleep(0.005)
     interrupted_at = time.time()
@@ -105,7 +114,7 @@ def interrupt(process: subprocess.Popen, metrics: pathlib.Path, signum: int) -> 
 
 def finish(process: subprocess.Popen, expected: int) -> None:
     process.wait(timeout=TRAINER_TIMEOUT_S)
-    assert process.returncode == expected, process.stderr.read()
+    assert process.returncode == expected, output_of(process)
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +129,7 @@ def drill(tmp_path_factory):
     kill_at, kill_last = interrupt(started["kill"], runs["kill"] / "logs" / "metrics.jsonl", signal.SIGKILL)
     term_at, term_last = interrupt(started["sigterm"], runs["sigterm"] / "logs" / "metrics.jsonl", signal.SIGTERM)
     assert started["kill"].returncode == -signal.SIGKILL
-    assert started["sigterm"].returncode == 75, started["sigterm"].stderr.read()
+    assert started["sigterm"].returncode == 75, output_of(started["sigterm"])
     resumed = {mode: trainer(config, run_dir) for mode, run_dir in runs.items()}
     finish(started["reference"], 0)
     for process in resumed.values():

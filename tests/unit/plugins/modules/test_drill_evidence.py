@@ -322,11 +322,21 @@ def test_orchestration_error_with_equal_files_still_fails(tmp_path, reference):
         ([{"mode": "kill", "error": "x"}, {"mode": "kill", "error": "y"}], "mode 'kill' is given twice"),
         ([{"mode": "kill", "metrics": "/m", "events": "/e", "result": "/r"}], "interrupted_at is required"),
         ([{"mode": "kill", "events": "/e", "result": "/r", "interrupted_at": 1.0}], "metrics is required"),
+        (
+            [{"mode": "kill", "error": "x", "interrupted_at": float("nan")}],
+            r"modes\[0\] \(kill\)\.interrupted_at is nan",
+        ),
+        ([{"mode": "kill", "error": "x", "timings": {"recovery": float("inf")}}], r"timings\.recovery is inf"),
     ],
 )
 def test_bad_modes_are_refused(reference, modes, message):
     with pytest.raises(de.EvidenceError, match=message):
         de.build_report("r1", reference, modes)
+
+
+def test_infinite_phase_is_refused(reference):
+    with pytest.raises(de.EvidenceError, match=r"phases\.training is inf"):
+        de.build_report("r1", reference, [{"mode": "kill", "error": "x"}], phases={"training": float("inf")})
 
 
 def test_bad_reference_is_refused(tmp_path, reference):
