@@ -102,6 +102,22 @@ def secret_keys(value, where=""):
     return found
 
 
+def secret_values(value, inside=False):
+    # type: (object, bool) -> set
+    """Every scalar under a secret-looking key of a JSON-like value, as text: a module adds them to its
+    ``no_log_values`` so that a refused record does not show them in its output (module_args)."""
+    found = set()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found |= secret_values(item, inside or bool(SECRET_KEY.search(str(key))))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            found |= secret_values(item, inside)
+    elif inside and value is not None and not isinstance(value, bool) and str(value):
+        found.add(str(value))
+    return found
+
+
 def check_inputs(run_id, resources, run):
     # type: (str, list, dict) -> tuple
     """(resources as a list of dicts, run as a dict), each checked; RunStateError naming every problem."""

@@ -157,6 +157,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._run_state import (
     check_run_id,
     load,
     record,
+    secret_values,
 )
 
 
@@ -192,6 +193,8 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    # A refused record must not show the secret it carried in module_args.
+    module.no_log_values.update(secret_values({"resources": p["resources"], "run": p["run"]}))
     result = dict(changed=False, state={}, state_file=None)
     if not 1 <= p["lock_timeout"] <= 600:
         module.fail_json(msg="lock_timeout must be 1 to 600 seconds, got %s" % p["lock_timeout"], **result)

@@ -166,8 +166,9 @@ from ansible_collections.trainops.gpu.plugins.module_utils._run_state import (
     RECORD_ARGUMENT_SPEC,
     ResourceRecorder,
     RunStateError,
-    signals_held,
     final_block,
+    secret_values,
+    signals_held,
 )
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_base import RunPodModule, creating_argument_spec
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import (
@@ -201,6 +202,7 @@ class RunPodNetworkVolume(RunPodModule):
         self.params = module.params
         self.result.update(network_volume={}, created=False, reconciled=False)
         self.recorder = ResourceRecorder(module.params, "network_volume", module.check_mode)
+        module.no_log_values.update(secret_values(module.params.get("record_fields")))
         self.record_failed = False
 
     # -- record_to ---------------------------------------------------------------------------

@@ -371,8 +371,9 @@ from ansible_collections.trainops.gpu.plugins.module_utils._run_state import (
     RECORD_ARGUMENT_SPEC,
     ResourceRecorder,
     RunStateError,
-    signals_held,
     final_block,
+    secret_values,
+    signals_held,
 )
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
     ERROR,
@@ -497,6 +498,7 @@ class RunPodPod(RunPodModule):
         self.result.update(pod={}, created=False, reconciled=False)
         self.params = module.params
         self.recorder = ResourceRecorder(module.params, "pod", module.check_mode)
+        module.no_log_values.update(secret_values(module.params.get("record_fields")))
         self.record_failed = False
 
     # -- record_to ---------------------------------------------------------------------------
