@@ -528,15 +528,20 @@ def judge_mode(reference, mode):
     if journal.dropped_lines:
         notes.append("%d torn or garbled journal line(s) dropped" % journal.dropped_lines)
 
-    reasons = ["orchestration failed: %s" % mode["error"]] if mode.get("error") else []
-    comparison = compare_journals(reference.journal, Journal(journal.path) if journal.error else journal)
+    error = mode.get("error")
+    # A mode whose orchestration failed may lack some files: only those given are judged.
+    judged = dict((key, mode.get(key) is not None or not error) for key in ("metrics", "events", "result"))
+    reasons = ["orchestration failed: %s" % error] if error else []
+    comparison = compare_journals(reference.journal, Journal(None) if journal.error else journal)
     if journal.error:
-        reasons.append("resumed journal unreadable: %s" % journal.error)
+        comparison = dict(comparison, equal=None, first_differing_step=None, issues=[], missing=[], extra=[])
+        if judged["metrics"]:
+            reasons.append("resumed journal unreadable: %s" % journal.error)
     elif not comparison["equal"]:
         reasons.append(_journal_reason(comparison))
 
     weights = outcome["weights_sha256"]
-    weights_equal = weights == reference.weights_sha256
+    weights_equal = (weights == reference.weights_sha256) if weights else None
     if result is not None and not weights:
         reasons.append("final weights unknown: result.json has no weights_sha256")
     elif result is not None and not weights_equal:
@@ -547,8 +552,11 @@ def judge_mode(reference, mode):
     resumed_from = figures["resumed_from_step"]
     manifest = (figures["resume_event"] or {}).get("manifest_sha256")
     verified, verify_detail = checkpoint_verdict(mode.get("checkpoint_verify"), resumed_from, manifest)
+    if resumed_from is None:
+        verified = None
     if events_error:
-        reasons.append("resume point unknown: events.jsonl %s" % events_error)
+        if judged["events"]:
+            reasons.append("resume point unknown: events.jsonl %s" % events_error)
     elif resumed_from is None and _is_number(interrupted_at):
         reason = "no resume after the interruption: events.jsonl has no resume event stamped after it"
         reasons.append(reason + (" (%s)" % no_resume_hint if no_resume_hint else ""))
@@ -556,7 +564,8 @@ def judge_mode(reference, mode):
         reasons.append(verify_detail)
 
     if outcome["error"]:
-        reasons.append("resumed run's outcome unknown: result.json %s" % outcome["error"])
+        if judged["result"]:
+            reasons.append("resumed run's outcome unknown: result.json %s" % outcome["error"])
     elif outcome["status"] != FINISHED:
         reasons.append(
             "resumed run did not finish (status %s, exit code %s)" % (outcome["status"], outcome["exit_code"])
@@ -719,11 +728,13 @@ def render_markdown(report):
     ]
     for m in report["modes"]:
         journal = m["journal"]
-        journal_cell = (
-            "identical (%d steps)" % journal["steps_compared"]
-            if journal["equal"]
-            else "differs at step %s" % _cell(m["first_differing_step"])
-        )
+        if journal["equal"] is None:
+            journal_cell = "-"
+        elif journal["equal"]:
+            journal_cell = "identical (%d steps)" % journal["steps_compared"]
+        else:
+            journal_cell = "differs at step %s" % _cell(m["first_differing_step"])
+        weights = m["weights"]["equal"]
         lines.append(
             "| %s |"
             % " | ".join(
@@ -735,7 +746,7 @@ def render_markdown(report):
                     _cell(m["resumed_from_step"]),
                     _cell(m["checkpoint"]["verified"]),
                     journal_cell,
-                    "identical" if m["weights"]["equal"] else "differ",
+                    "-" if weights is None else ("identical" if weights else "differ"),
                     _cell(m["reason"]),
                 ]
             )

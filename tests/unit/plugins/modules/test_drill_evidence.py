@@ -304,9 +304,21 @@ def test_orchestration_error_fails_even_without_files(tmp_path, reference):
     )
     assert report["failed_modes"] == ["recreate"] and not report["passed"]
     assert report["modes"][0]["status"] == de.PASS
-    assert de.failure_message(report).startswith(
+    assert failed["reasons"] == ["orchestration failed: pod did not come back within 300 s"]
+    assert failed["journal"]["equal"] is None and failed["first_differing_step"] is None
+    assert failed["weights"]["equal"] is None and failed["checkpoint"]["verified"] is None
+    assert de.failure_message(report) == (
         "resume drill failed in 1 of 2 modes: recreate: orchestration failed: pod did not come back within 300 s"
     )
+
+
+def test_orchestration_error_still_judges_the_files_it_names(tmp_path, reference):
+    entry = {"mode": "stop_start", "error": "pod came back late", "metrics": str(tmp_path / "absent.jsonl")}
+    mode = only(judge(reference, entry))
+    assert mode["reasons"] == [
+        "orchestration failed: pod came back late",
+        "resumed journal unreadable: cannot read %s: No such file or directory" % (tmp_path / "absent.jsonl"),
+    ]
 
 
 def test_orchestration_error_with_equal_files_still_fails(tmp_path, reference):
@@ -364,7 +376,7 @@ def test_markdown_table_has_one_row_per_mode_and_the_phases(tmp_path, reference)
     text = de.render_markdown(report)
     assert text.startswith("# Resume drill r1: FAIL\n")
     assert "| kill | **PASS** | 4.01 | 30 | 100 | yes | identical (200 steps) | identical |" in text
-    assert "| recreate | **FAIL** |" in text and "orchestration failed: no pod" in text
+    assert "| recreate | **FAIL** | - | - | - | - | - | - | orchestration failed: no pod |" in text
     assert "| training | 3.2 |" in text and "| **wall time** | 42.0 |" in text
     assert "pod1:40001 | pod1:40002" in text
 
