@@ -17,6 +17,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 STEPS = 2000  # about 1.5 s of training on one core: enough for the interruption to land mid-run
 INTERRUPT_AT_STEP = 600
