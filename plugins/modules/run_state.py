@@ -141,7 +141,8 @@ state:
       elements: dict
 state_file:
   description:
-    - Path of the state file. (Not C(path): Ansible would then overwrite C(state) with the file's type.)
+    - Path of the state file. It is not returned as C(path), since Ansible would then replace C(state) with
+      the file's type.
   returned: always
   type: str
   sample: /home/me/trainops/runs/run42/state.json

@@ -88,7 +88,7 @@ options:
     type: str
   record_fields:
     description:
-      - More fields for the volume's record, for example C({role: checkpoints}). Secret-looking keys are refused.
+      - More fields for the volume's record, for example V(role=checkpoints). Secret-looking keys are refused.
     type: dict
 seealso:
   - module: trainops.gpu.runpod_network_volume_info

@@ -202,7 +202,7 @@ options:
     type: str
   record_fields:
     description:
-      - More fields for the pod's record, for example C({role: trainer}). Secret-looking keys are refused.
+      - More fields for the pod's record, for example V(role=trainer). Secret-looking keys are refused.
     type: dict
 seealso:
   - module: trainops.gpu.runpod_pod_info

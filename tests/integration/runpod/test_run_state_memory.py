@@ -52,6 +52,11 @@ def wait_until(predicate, timeout_s: float, what: str) -> None:
         time.sleep(0.05)
 
 
+def created_pods(emulator) -> bool:
+    """Whether the emulator has answered a create with 201."""
+    return any(r["method"] == "POST" and r["status"] == 201 for r in recorded(emulator))
+
+
 def pod_args(name: str, state_file: Path) -> dict[str, Any]:
     return {
         "name": name,
@@ -143,8 +148,7 @@ def test_sigint_during_the_wait_leaves_the_created_pod_recorded(emulator, tmp_pa
         start_new_session=True,
     )
     try:
-        created = lambda: any(r["method"] == "POST" and r["status"] == 201 for r in recorded(emulator))  # noqa: E731
-        wait_until(created, 60, "the pod's create")
+        wait_until(lambda: created_pods(emulator), 60, "the pod's create")
         os.killpg(process.pid, signal.SIGINT)
         out, _err = process.communicate(timeout=30)
     finally:

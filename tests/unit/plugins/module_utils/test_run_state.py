@@ -53,7 +53,7 @@ def test_new_document_has_the_format_and_the_resource():
 
 
 def test_upsert_merges_fields_keeps_recorded_at_and_ignores_timestamps_when_nothing_changed():
-    first, _ = rs.merged_document(None, "r1", [pod("p1", status="RUNNING", final={"a": 1})], None, NOW)
+    first = rs.merged_document(None, "r1", [pod("p1", status="RUNNING", final={"a": 1})], None, NOW)[0]
     same, changed = rs.merged_document(first, "r1", [pod("p1", status="RUNNING")], None, LATER)
     assert not changed and same == first
     second, changed = rs.merged_document(first, "r1", [pod("p1", status="EXITED", final={"b": 2})], None, LATER)
@@ -66,26 +66,26 @@ def test_upsert_merges_fields_keeps_recorded_at_and_ignores_timestamps_when_noth
 
 def test_resources_are_told_apart_by_kind_and_id_and_keep_their_order():
     records = [pod("x"), {"kind": "network_volume", "id": "x"}, pod("y")]
-    document, _ = rs.merged_document(None, "r1", records, None, NOW)
-    document, _ = rs.merged_document(document, "r1", [pod("x", status="EXITED")], None, NOW)
+    document = rs.merged_document(None, "r1", records, None, NOW)[0]
+    document = rs.merged_document(document, "r1", [pod("x", status="EXITED")], None, NOW)[0]
     assert [(r["kind"], r["id"]) for r in document["resources"]] == [(r["kind"], r["id"]) for r in records]
     assert document["resources"][0]["status"] == "EXITED" and "status" not in document["resources"][1]
 
 
 def test_created_stays_created():
-    document, _ = rs.merged_document(None, "r1", [pod("p1", action="created")], None, NOW)
+    document = rs.merged_document(None, "r1", [pod("p1", action="created")], None, NOW)[0]
     document, changed = rs.merged_document(document, "r1", [pod("p1", action="reused")], None, LATER)
     assert not changed and document["resources"][0]["action"] == "created"
-    document, _ = rs.merged_document(None, "r1", [pod("p2", action="reused")], None, NOW)
+    document = rs.merged_document(None, "r1", [pod("p2", action="reused")], None, NOW)[0]
     document, changed = rs.merged_document(document, "r1", [pod("p2", action="created")], None, LATER)
     assert changed and document["resources"][0]["action"] == "created"
 
 
 def test_run_defaults_fill_only_what_is_missing():
-    document, _ = rs.merged_document(None, "r1", (), {"api_url": "a"}, NOW)
+    document = rs.merged_document(None, "r1", (), {"api_url": "a"}, NOW)[0]
     again, changed = rs.merged_document(document, "r1", (), None, LATER, run_defaults={"api_url": "b"})
     assert not changed and again["api_url"] == "a"
-    bare, _ = rs.merged_document(None, "r1", (), None, NOW, run_defaults={"api_url": "b"})
+    bare = rs.merged_document(None, "r1", (), None, NOW, run_defaults={"api_url": "b"})[0]
     assert bare["api_url"] == "b"
 
 
@@ -107,7 +107,7 @@ def test_secret_looking_keys_are_refused(state_file, resource, where):
 
 def test_non_secret_keys_that_contain_similar_words_are_kept(state_file):
     fields = {"ssh_key": "path", "public_key": "ssh-ed25519 AAAA", "tokens_per_s": 1.5, "author": "me"}
-    document, _ = rs.record(state_file, "r1", [pod("p", **fields)])
+    document = rs.record(state_file, "r1", [pod("p", **fields)])[0]
     assert document["resources"][0]["tokens_per_s"] == 1.5
 
 
@@ -287,7 +287,7 @@ def test_signals_held_are_delivered_after_the_block():
             time.sleep(0.05)
             assert received == []
             assert signal.SIGUSR1 in signal.sigpending()
-        for _ in range(100):
+        for _attempt in range(100):
             if received:
                 break
             time.sleep(0.01)
