@@ -37,6 +37,15 @@ PLAYBOOK = """
   vars:
     ansible_python_interpreter: "{{ ansible_playbook_python }}"
   tasks:
+    - name: Record the provenance of the trainer's source and config
+      trainops.gpu.provenance:
+        src: "{{ playbook_dir }}/src"
+        run_id: evidence-e2e
+        runs_dir: "{{ playbook_dir }}/runs"
+        command: [python, -m, trainops_train.train, --config, train.json]
+        config: "{{ playbook_dir }}/train.json"
+        config_is_trainer: true
+
     - name: Verify the checkpoints of each drilled run
       trainops.gpu.checkpoint_verify:
         path: "{{ item.run_dir }}/ckpt"
@@ -49,6 +58,7 @@ PLAYBOOK = """
       trainops.gpu.drill_evidence:
         evidence_dir: "{{ evidence_dir }}"
         run_id: evidence-e2e
+        provenance: "{{ playbook_dir }}/runs/evidence-e2e/provenance.json"
         reference:
           metrics: "{{ reference_dir }}/logs/metrics.jsonl"
           result: "{{ reference_dir }}/logs/result.json"
@@ -141,6 +151,13 @@ def drill(tmp_path_factory):
         {"mode": "sigterm", "run_dir": str(runs["sigterm"]), "interrupted_at": term_at, "last_step_before": term_last},
     ]
     (base / "playbook.yml").write_text(PLAYBOOK)
+    source = base / "src"  # a committed source tree for the provenance record
+    source.mkdir()
+    (source / "README").write_text("trainer source stand-in\n")
+    git = ["git", "-C", str(source), "-c", "user.name=Test", "-c", "user.email=test@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "-c", "commit.gpgsign=false", "commit", "-q", "-m", "source"], check=True)
     return base, drilled
 
 
@@ -187,6 +204,13 @@ def test_drill_passes_then_a_tampered_step_fails(drill):
     assert modes["sigterm"]["rpo_steps"] == 0
     report = json.loads((evidence / "report.json").read_text())
     assert report["passed"] is True and report["reference"]["steps"] == STEPS
+    commit = subprocess.run(["git", "-C", str(base / "src"), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert report["provenance"]["commit"] == commit.stdout.strip() and report["provenance"]["dirty"] is False
+    # The config hash provenance computed is the one the trainer wrote into the run's events.
+    events = (pathlib.Path(drilled[0]["run_dir"]) / "logs" / "events.jsonl").read_text().splitlines()
+    start = next(json.loads(line) for line in events if json.loads(line)["event"] == "start")
+    assert report["provenance"]["config_hash"] == start["config_hash"]
+    assert report["provenance"]["command"] == "python -m trainops_train.train --config train.json"
     assert [m["rto_s"] for m in report["modes"]] == [modes["kill"]["rto_s"], modes["sigterm"]["rto_s"]]
     markdown = (evidence / "report.md").read_text()
     assert markdown.startswith("# Resume drill evidence-e2e: PASS")
