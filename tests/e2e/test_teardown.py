@@ -1,11 +1,13 @@
-"""playbooks/teardown.yml (the teardown role's gate) end to end on the emulator's podman backend: one real pod,
-reached over SSH, with real checkpoints of the reference trainer on its persistent volume, and the pulled copies
+"""playbooks/teardown.yml (the teardown role's gate) end to end on the emulator's podman backend: real pods,
+reached over SSH, with real checkpoints of the reference trainer on their durable roots, and the pulled copies
 on the controller verified by loading them with torch.
 
-One pod serves every test, in file order: refused without any checkpoint (and without confirmation), refused
-while the pod's newest checkpoint is not on the controller (and the confirmation names another pod), refused
-with a corrupt pulled copy, nothing deleted in check mode, deleted when everything holds (final state read back
-and recorded), and a second run that changes nothing.
+One pod with a persistent volume serves these tests, in file order: refused without any checkpoint (and
+without confirmation), refused while the pod's newest checkpoint is not on the controller (and the confirmation
+names another pod), refused with a corrupt pulled copy, nothing deleted in check mode, deleted when everything
+holds (final state read back and recorded), and a second run that changes nothing. A second pod, whose durable
+root is a network volume, is terminated with nothing pulled: its newest checkpoint is loaded on the pod, and the
+volume outlives it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ POD_CKPT = f"/workspace/trainops/{RUN_ID}/ckpt"
 NEWEST = "step-00000004"
 OLDER = "step-00000002"
 MUTATING = ("POST", "PUT", "PATCH", "DELETE")
+VOLUME_RUN_ID = "td2"
+VOLUME_NAME = f"trainops-{VOLUME_RUN_ID}-data"
+VOLUME_POD_NAME = f"trainops-{VOLUME_RUN_ID}-train"
 
 
 class Teardown:
@@ -46,6 +51,8 @@ class Teardown:
         self.run_dir = self.runs / RUN_ID
         self.key = tmp / "id_ed25519"
         self.trained = tmp / "trained" / "ckpt"
+        self.volume_pod: dict[str, Any] = {}
+        self.volume: dict[str, Any] = {}
 
     def play(self, *args: str, **extra_vars: Any) -> subprocess.CompletedProcess[str]:
         variables = {"teardown_run_id": RUN_ID, "teardown_pod": self.pod["id"], "teardown_runs_dir": str(self.runs)}
@@ -132,8 +139,32 @@ def teardown(tmp_path_factory: pytest.TempPathFactory):
                 "mounts": {"persistent": {"size": 20, "path": "/workspace"}},
             },
         )
-        emulator.wait_for(pod["id"], lambda p: p["ssh"]["direct"] is not None, 120)
+        volume = emulator.admin(
+            "POST", "/v2/network-volumes", {"name": VOLUME_NAME, "size": 10, "dataCenter": "EU-RO-1"}
+        )
+        volume_pod = emulator.admin(
+            "POST",
+            "/v2/pods",
+            {
+                "name": VOLUME_POD_NAME,
+                "image": "runpod/pytorch",
+                "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1},
+                "dataCenterIds": ["EU-RO-1"],
+                "ports": ["22/tcp"],
+                "startSsh": True,
+                "disk": 10,
+                "mounts": {"network": [{"volumeId": volume["id"], "path": "/runpod-volume"}]},
+            },
+        )
+        # The run's checkpoints on the network volume (its host directory), none on the controller.
+        shutil.copytree(
+            tmp / "trained" / "ckpt",
+            tmp / "emulator" / "data" / "volumes" / volume["id"] / "trainops" / VOLUME_RUN_ID / "ckpt",
+        )
+        for started in (pod, volume_pod):
+            emulator.wait_for(started["id"], lambda p: p["ssh"]["direct"] is not None, 120)
         state = Teardown(emulator, tmp, pod)
+        state.volume_pod, state.volume = volume_pod, volume
         state.run_dir.mkdir(parents=True)
         # As the playbook that created the pod recorded it.
         (state.run_dir / "state.json").write_text(
@@ -273,3 +304,20 @@ def test_a_second_run_changes_nothing(teardown: Teardown):
         (teardown.run_dir / "evidence" / "teardown.json").read_bytes(),
     )
     assert after == before
+
+
+def test_terminates_a_pod_whose_newest_checkpoint_loads_on_its_network_volume(teardown: Teardown):
+    pod_id = teardown.volume_pod["id"]
+    done = teardown.play(teardown_run_id=VOLUME_RUN_ID, teardown_pod=VOLUME_POD_NAME, teardown_confirm=VOLUME_POD_NAME)
+    assert done.returncode == 0, explain(done)
+    assert f"Terminated pod {VOLUME_POD_NAME} ({pod_id}) of run {VOLUME_RUN_ID}" in one_line(done), explain(done)
+    assert teardown.emulator.api("GET", f"/v2/pods/{pod_id}")[0] == 404
+    assert teardown.emulator.api("GET", f"/v2/network-volumes/{teardown.volume['id']}")[0] == 200
+    assert not (teardown.runs / VOLUME_RUN_ID / "ckpt").exists()
+    evidence = json.loads((teardown.runs / VOLUME_RUN_ID / "evidence" / "teardown.json").read_text())
+    on_volume = evidence["checkpoints"]["network_volume"]
+    assert on_volume["ok"] and on_volume["found"] and on_volume["id"] == teardown.volume["id"]
+    assert on_volume["checkpoint"] == f"/runpod-volume/trainops/{VOLUME_RUN_ID}/ckpt/{NEWEST}"
+    assert on_volume["loaded"]["ok"] and on_volume["loaded"]["path"] == on_volume["checkpoint"]
+    assert evidence["checkpoints"]["pulled"] is None
+    assert evidence["final"]["status"] == "TERMINATED"
