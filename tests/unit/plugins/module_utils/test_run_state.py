@@ -185,6 +185,10 @@ def test_preflight_reads_and_checks_without_writing(tmp_path):
     assert rs.preflight(str(missing), "b") is None and not missing.parent.exists()
     with pytest.raises(rs.RunStateError, match="is a directory"):
         rs.preflight(str(tmp_path), "r1")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(rs.RunStateError, match="is not a writable directory"):
+        rs.preflight(str(blocker / "r1" / "state.json"), "r1")
     locked = tmp_path / "ro"
     locked.mkdir()
     locked.chmod(0o500)
