@@ -187,7 +187,7 @@ def test_preflight_reads_and_checks_without_writing(tmp_path):
         rs.preflight(str(tmp_path), "r1")
     blocker = tmp_path / "file"
     blocker.write_text("")
-    with pytest.raises(rs.RunStateError, match="is not a writable directory"):
+    with pytest.raises(rs.RunStateError, match="Not a directory"):
         rs.preflight(str(blocker / "r1" / "state.json"), "r1")
     locked = tmp_path / "ro"
     locked.mkdir()
