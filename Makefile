@@ -76,10 +76,6 @@ pytest: setup image
 test: lint sanity units pytest $(TEST_TARGETS)
 	@echo "test: all passed"
 
-drill: setup
-	@echo "drill: not built yet: the resume drill lands with its own issue (roles + playbooks/resume_drill.yml)." >&2
-	@exit 1
-
 clean:
 	rm -rf tests/output .pytest_cache .ruff_cache runs
 	find . -name __pycache__ -type d -prune -not -path './.venv/*' -exec rm -rf {} +

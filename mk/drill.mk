@@ -1,0 +1,25 @@
+# The resume drill (playbooks/resume_drill.yml, docs/resume_drill.md) on the local emulator.
+#   make drill                                     all six modes; exits non-zero when any mode fails
+#   make drill DRILL_ARGS='-e resume_drill_keep=true -e resume_drill_run_id=mine'
+#   make bench-drill                               benchmarks/drill_bench.py: where the drill's time goes
+# The emulator (podman backend, state in EMULATOR_STATE) is started when it is not running, and left running.
+# The API URL and key are the emulator's, whatever RUNPOD_API_URL/RUNPOD_API_KEY say: a real key is never
+# sent to it.
+DRILL_ARGS ?=
+
+.PHONY: drill bench-drill
+
+drill: setup image
+	@$(MAKE) --no-print-directory emulator-start EMULATOR_BACKEND=podman
+	@backend=$$($(PY) -c 'import json,sys; print(json.load(open(sys.argv[1])).get("backend", ""))' "$(EMULATOR_STATE)/emulator.json"); \
+	if [ "$$backend" != podman ]; then \
+		echo "drill: the emulator in $(EMULATOR_STATE) runs the $$backend backend; pods need podman (make emulator-stop first)" >&2; \
+		exit 1; fi
+	@RUNPOD_EMULATOR_STATE_DIR="$(EMULATOR_STATE)" \
+	RUNPOD_API_URL="$$($(PY) -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$(EMULATOR_STATE)/emulator.json")" \
+	RUNPOD_API_KEY="$$(cat "$(EMULATOR_STATE)/api-key")" \
+	ansible-playbook -i inventories/local.runpod.yml playbooks/resume_drill.yml $(DRILL_ARGS)
+
+bench-drill: setup image
+	@$(MAKE) --no-print-directory emulator-start EMULATOR_BACKEND=podman
+	@$(PY) benchmarks/drill_bench.py --emulator-state "$(EMULATOR_STATE)" $(DRILL_ARGS)
