@@ -72,8 +72,9 @@ options:
     description:
       - Path of the run's state file (C(runs/<run_id>/state.json), see M(trainops.gpu.run_state)) to record the
         volume in. A volume this task creates is recorded (C(kind=network_volume), its id, name, data center,
-        size, C(action=created), C(status=available)) the moment the create call returns; SIGINT and SIGTERM are
-        held off from the create call until the record is written. Volumes of the name found after a failed
+        size, C(action=created), C(status=available)) the moment the create call returns. SIGINT and SIGTERM are
+        held off from the create call until the create is settled and recorded (after a create that failed
+        ambiguously this includes the lookups of O(reconcile_window)). Volumes of the name found after a failed
         create are recorded too.
       - When the module returns, an existing volume it manages is recorded with C(action=reused) unless the file
         already has it (a C(created) volume stays C(created)).

@@ -187,8 +187,9 @@ options:
     description:
       - Path of the run's state file (C(runs/<run_id>/state.json), see M(trainops.gpu.run_state)) to record the pod
         in. A pod this task creates is recorded (C(kind=pod), its id, name, C(action=created), status) the moment
-        the create call returns, before any wait; SIGINT and SIGTERM are held off from the create call until the
-        record is written, and take effect right after. Pods a failed create left behind (found by its create
+        the create call returns, before any wait. SIGINT and SIGTERM are held off from the create call until the
+        create is settled and recorded, and take effect right after (after a create that failed ambiguously this
+        includes the lookups of O(reconcile_window)). Pods a failed create left behind (found by its create
         token) are recorded too.
       - When the module returns (or fails) the pod's last status is recorded; an existing pod it manages is
         recorded with C(action=reused) unless the file already has it (a C(created) pod stays C(created)).
