@@ -128,6 +128,9 @@ def names_problems(command: str) -> list[str]:
     specs = {
         "smoke_": argument_spec_options(ROOT / "playbooks" / "vars" / "smoke_argument_spec.yml", "smoke_argument_spec"),
         "teardown_": argument_spec_options(ROOT / "roles" / "teardown" / "meta" / "argument_specs.yml"),
+        "audit_": {
+            name for play in yaml.safe_load((ROOT / "playbooks" / "audit.yml").read_text()) for name in play["vars"]
+        },
     }
     for word in words:
         if re.fullmatch(r"playbooks/[\w.-]+\.yml|inventories/[\w.-]+\.yml", word) and not (ROOT / word).is_file():
@@ -248,7 +251,7 @@ def session(tmp_path_factory: pytest.TempPathFactory):
         pytest.fail(str(exc), pytrace=False)
     tmp = tmp_path_factory.mktemp("runbook")
     checkout = snapshot_checkout(tmp / "checkout")
-    home, runs, out = tmp / "home", tmp / "runs", tmp / "out"
+    home, runs, out = tmp / "home", checkout / "runs", tmp / "out"
     for directory in (home, runs, out):
         directory.mkdir()
     commands = emulator_commands()
@@ -272,7 +275,6 @@ def session(tmp_path_factory: pytest.TempPathFactory):
             ANSIBLE_NOCOLOR="1",
             ANSIBLE_FORCE_COLOR="0",
             RUNPOD_EMULATOR_STATE_DIR=str(emulator.state_dir),
-            TRAINOPS_RUNS_DIR=str(runs),
         )
         subprocess.run(["bash", "-c", "\n".join(script)], cwd=checkout, env=env, timeout=600, check=False)
         outputs = []
@@ -290,6 +292,8 @@ def explain(output: str) -> str:
     return output[-6000:]
 
 
+@pytest.mark.podman
+@pytest.mark.slow
 def test_runbook_commands_run_on_the_emulator(session: Session):
     commands = emulator_commands()
     for command, rc, output in session.outputs:
@@ -322,6 +326,16 @@ def test_runbook_commands_run_on_the_emulator(session: Session):
     assert done.returncode == 0, done.stdout + done.stderr
     assert state["smoke"]["checkpoint"]["step"] == json.loads((checkpoint / "manifest.json").read_text())["step"]
 
+    # The audit saw the volume, still there then, unattached, and the smoke pod gone with its termination recorded.
+    audits = sorted(session.runs.glob("audit-*/audit.json"))
+    assert len(audits) == 1, audits
+    audit = json.loads(audits[0].read_text())
+    volumes = [v for v in audit["network_volumes"] if v["name"] == "trainops-smoke-vol"]
+    assert len(volumes) == 1 and volumes[0]["ours"] and volumes[0]["unattached"], audit["network_volumes"]
+    gone = [p for p in audit["recorded_but_gone"] if p["id"] == pods[0]["id"]]
+    assert gone and gone[0]["terminate_recorded"] and gone[0]["run_id"] == run_id, audit["recorded_but_gone"]
+    assert audit["orphans"] == [], audit["orphans"]
+
     # Nothing left running, and the API key is in no output and no run file.
     _status, _headers, body = session.emulator.api("GET", "/v2/pods")
     assert [p["id"] for p in body["pods"] if p["status"] != "TERMINATED"] == []
@@ -331,6 +345,8 @@ def test_runbook_commands_run_on_the_emulator(session: Session):
     assert not leaked, leaked
 
 
+@pytest.mark.podman
+@pytest.mark.slow
 def test_smoke_bad_input_fails_before_creating_anything(session: Session):
     before = session.emulator.api("GET", "/v2/pods")[2]["pods"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "ANSIBLE_", "TRAINOPS_"))}
@@ -342,7 +358,6 @@ def test_smoke_bad_input_fails_before_creating_anything(session: Session):
         RUNPOD_EMULATOR_STATE_DIR=str(session.emulator.state_dir),
         RUNPOD_API_URL=session.emulator.url,
         RUNPOD_API_KEY=session.emulator.api_key,
-        TRAINOPS_RUNS_DIR=str(session.runs),
     )
     extra = {"smoke_run_id": "bad-1", "smoke_train_steps": 0, "smoke_volume_size": 5, "smoke_min_cuda_version": "12"}
     done = subprocess.run(
