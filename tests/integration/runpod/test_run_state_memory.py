@@ -15,7 +15,7 @@ from typing import Any
 
 from runpod_integration_helpers import BIN, PLAYBOOKS, ROOT, ansible_env, live_pods, recorded, run_playbook
 
-MODULE = "ansible_collections.trainops.gpu.plugins.modules.runpod_pod"
+MODULES = "ansible_collections.trainops.gpu.plugins.modules."
 
 
 def state_of(path: Path) -> dict[str, Any]:
@@ -26,12 +26,12 @@ def by_kind(state: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return [r for r in state["resources"] if r["kind"] == kind]
 
 
-def start_module(emulator, **args: Any) -> subprocess.Popen[str]:
-    """runpod_pod run directly (as AnsiballZ would run it), its arguments on stdin."""
+def start_module(emulator, module: str = "runpod_pod", **args: Any) -> subprocess.Popen[str]:
+    """A module run directly (as AnsiballZ would run it), its arguments on stdin."""
     args = {"api_url": emulator.url, "api_key": emulator.api_key, **args}
     env = dict(os.environ, PYTHONPATH=str(ROOT / "collections"))
     process = subprocess.Popen(
-        [sys.executable, "-m", MODULE],
+        [sys.executable, "-m", MODULES + module],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -99,6 +99,33 @@ def test_pod_of_a_create_answered_500_is_recorded(emulator, tmp_path):
     [pod] = by_kind(state_of(state_file), "pod")
     assert pod["id"] == result["pod"]["id"] and pod["action"] == "created" and pod["role"] == "drill"
     assert [r["status"] for r in recorded(emulator) if r["method"] == "POST"] == [500]
+
+
+def test_volume_of_a_create_that_got_no_answer_is_recorded(emulator, tmp_path):
+    # The create answers after api_timeout: the module finds the volume by its name and records it from there.
+    emulator.admin(
+        "POST",
+        "/_emulator/faults",
+        {"kind": "latency", "latency_ms": 2000, "count": 1, "method": "POST", "path_prefix": "/v2/network-volumes"},
+    )
+    state_file = tmp_path / "vol" / "state.json"
+    process = start_module(
+        emulator,
+        "runpod_network_volume",
+        name="trainops-vol-ckpt",
+        data_center="EU-RO-1",
+        size=10,
+        api_timeout=1,
+        reconcile_window=5,
+        record_to=str(state_file),
+    )
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    result = json.loads(out)
+    assert result["reconciled"] is True
+    [volume] = by_kind(state_of(state_file), "network_volume")
+    assert volume["id"] == result["network_volume"]["id"] and volume["action"] == "created"
+    assert volume["status"] == "available" and volume["data_center_id"] == "EU-RO-1" and volume["size"] == 10
 
 
 def test_sigint_inside_the_create_call_is_held_until_the_pod_is_recorded(emulator, tmp_path):
