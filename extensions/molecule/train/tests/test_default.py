@@ -78,6 +78,15 @@ def test_env_value_reached_the_job_but_no_file(pod):
     assert "TRAIN_MOLECULE_STEP_SLEEP" in command["env_names"] and "PYTHONPATH" in command["env_names"]
 
 
+def test_auto_cadence_run(pod):
+    run = "/workspace/trainops/molecule-train-auto"
+    cadence = read_json(pod, f"{run}/job/train/cadence.json")
+    assert cadence["mode"] == "auto" and cadence["mtbi_seconds"] == 60 and cadence["every_steps"] is None
+    saves = [e for e in jsonl(pod, f"{run}/logs/events.jsonl") if e["event"] == "save_end"]
+    assert saves and saves[0]["step"] == 1 and all(e["next_interval_s"] > 0 for e in saves)
+    assert read_json(pod, f"{run}/logs/result.json")["status"] == "finished"
+
+
 def test_refused_run_and_bad_input(pod):
     assert pod.file(f"{REFUSED}/job/train/exit_code").content_string.strip() == "2"
     assert "no_such_key" in pod.file(f"{REFUSED}/job/train/output.log").content_string
