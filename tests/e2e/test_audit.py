@@ -144,9 +144,19 @@ def audited(tmp_path_factory: pytest.TempPathFactory):
         )
         requests = emulator.admin("GET", "/_emulator/requests")["requests"]
         foreign_after = emulator.admin("GET", f"/v2/pods/{account.ids['foreign']}")
+        state_before = (runs / "r1" / "state.json").read_bytes()
+        stop_again = account.play(
+            "teardown.yml",
+            teardown_run_id="r1",
+            teardown_pod=stopped["id"],
+            teardown_action="stop",
+            teardown_runs_dir=str(runs),
+        )
+        state_after = (runs / "r1" / "state.json").read_bytes()
         yield {
             "account": account,
             "stop": stop,
+            "stop_again": (stop_again, state_before, state_after),
             "audit": audit,
             "accrued": {key: after.get(key, 0.0) - before.get(key, 0.0) for key in after},
             "ledger": after,
@@ -180,6 +190,13 @@ def test_stop_states_the_storage_cost_per_month(audited):
     ), explain(done)
     state = json.loads((audited["runs"] / "r1" / "state.json").read_text())
     assert next(r for r in state["resources"] if r["id"] == ids["stopped"])["status"] == "EXITED"
+
+
+def test_a_second_stop_changes_nothing(audited):
+    done, state_before, state_after = audited["stop_again"]
+    assert done.returncode == 0, explain(done)
+    assert re.search(r"localhost\s*:\s*ok=\d+\s+changed=0\s", done.stdout), explain(done)
+    assert state_after == state_before
 
 
 def test_audit_finds_the_orphaned_running_pod(audited):
