@@ -292,6 +292,30 @@ def explain(output: str) -> str:
     return output[-6000:]
 
 
+def run_smoke(session: Session, extra_vars: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook playbooks/smoke.yml in the session's checkout, as the runbook's shell runs it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "ANSIBLE_", "TRAINOPS_"))}
+    env.update(
+        HOME=str(session.home),
+        PATH=f"{BIN}:{env.get('PATH', '')}",
+        ANSIBLE_COLLECTIONS_PATH=str(session.checkout / "collections"),
+        ANSIBLE_NOCOLOR="1",
+        RUNPOD_EMULATOR_STATE_DIR=str(session.emulator.state_dir),
+        RUNPOD_API_URL=session.emulator.url,
+        RUNPOD_API_KEY=session.emulator.api_key,
+    )
+    command = [str(BIN / "ansible-playbook"), "-i", "inventories/local.runpod.yml", "playbooks/smoke.yml"]
+    return subprocess.run(
+        [*command, "-e", json.dumps(extra_vars), *args],
+        cwd=session.checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 @pytest.mark.podman
 @pytest.mark.slow
 def test_runbook_commands_run_on_the_emulator(session: Session):
@@ -349,35 +373,21 @@ def test_runbook_commands_run_on_the_emulator(session: Session):
 @pytest.mark.slow
 def test_smoke_bad_input_fails_before_creating_anything(session: Session):
     before = session.emulator.api("GET", "/v2/pods")[2]["pods"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNPOD_", "ANSIBLE_", "TRAINOPS_"))}
-    env.update(
-        HOME=str(session.home),
-        PATH=f"{BIN}:{env.get('PATH', '')}",
-        ANSIBLE_COLLECTIONS_PATH=str(session.checkout / "collections"),
-        ANSIBLE_NOCOLOR="1",
-        RUNPOD_EMULATOR_STATE_DIR=str(session.emulator.state_dir),
-        RUNPOD_API_URL=session.emulator.url,
-        RUNPOD_API_KEY=session.emulator.api_key,
-    )
     extra = {"smoke_run_id": "bad-1", "smoke_train_steps": 0, "smoke_volume_size": 5, "smoke_min_cuda_version": "12"}
-    done = subprocess.run(
-        [
-            str(BIN / "ansible-playbook"),
-            "-i",
-            "inventories/local.runpod.yml",
-            "playbooks/smoke.yml",
-            "-e",
-            json.dumps(extra),
-        ],
-        cwd=session.checkout,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_smoke(session, extra)
     assert done.returncode != 0
     for expected in ("nothing was created", "smoke_train_steps 0", "smoke_volume_size 5", "smoke_min_cuda_version 12"):
         assert expected in done.stdout, explain(done.stdout)
     assert session.emulator.api("GET", "/v2/pods")[2]["pods"] == before
     assert not (session.runs / "bad-1").exists()
+
+
+@pytest.mark.podman
+@pytest.mark.slow
+def test_smoke_check_mode_creates_nothing(session: Session):
+    before = session.emulator.api("GET", "/v2/pods")[2]["pods"]
+    done = run_smoke(session, {"smoke_run_id": "check-1"}, "--check")
+    assert done.returncode == 0, explain(done.stdout + done.stderr)
+    assert recap(done.stdout)["localhost"]["changed"] > 0, explain(done.stdout)  # what a real run would do
+    assert session.emulator.api("GET", "/v2/pods")[2]["pods"] == before
+    assert not (session.runs / "check-1").exists()
