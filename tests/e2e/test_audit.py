@@ -242,6 +242,7 @@ def test_audit_finds_the_unattached_network_volume(audited):
     volume_id = audited["account"].ids["volume"]
     volume = next(v for v in document["network_volumes"] if v["id"] == volume_id)
     assert document["unattached_volumes"] == [volume_id]
+    assert document["orphaned_volumes"] == [volume_id]  # our prefix, and no run recorded it
     assert volume["attached_pods"] == [] and volume["unattached"] and volume["ours"]
     assert (volume["size_gb"], volume["data_center"]) == (NETWORK_GB, "EU-RO-1")
     assert volume["cost_per_month"] == pytest.approx(NETWORK_GB * VOLUME_GB_MONTH, abs=1e-9)
