@@ -15,7 +15,7 @@ import time
 _DELAY_S = float(os.environ.get("TRAINOPS_DRILL_STEP_DELAY_S", "0") or 0)
 
 
-def pace(record):  # noqa: ARG001 - the hook contract passes the step record
+def pace(record):
     """Sleep the configured delay (the record is not used)."""
     if _DELAY_S > 0:
         time.sleep(_DELAY_S)

@@ -1,0 +1,285 @@
+"""playbooks/resume_drill.yml end to end on the emulator's podman backend (real pods, SSH, torch).
+
+One emulator serves the module. The drill of all six modes runs once with resume_drill_keep (module fixture);
+a second run with the same run id must report no change; a third with resume_drill_keep false only tears down.
+The tamper test judges a copy of the pulled evidence again (--tags evidence: no API call that changes
+anything). The SIGINT test interrupts ansible-playbook once the pod exists and checks that every pod and
+volume the API has for that run is in its state.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runpod_emulator.doctor import DoctorFailure, ensure_pods_can_run
+from runpod_emulator.testing import EmulatorProcess
+
+pytestmark = [pytest.mark.podman, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+MODES = ["kill", "sigterm", "stop_start", "recreate", "host_failure", "no_gpu"]
+RUN_ID = "e2e"
+MUTATING = ("POST", "PUT", "PATCH", "DELETE")
+# Whole drill bound: about 3-4 minutes on an idle 2-core machine; a loaded one takes longer.
+DRILL_TIMEOUT_S = 900
+
+
+class Drill:
+    """One emulator, an SSH key and a runs directory for the playbook's runs."""
+
+    def __init__(self, emulator: EmulatorProcess, tmp: Path):
+        self.emulator = emulator
+        self.tmp = tmp
+        self.runs = tmp / "runs"
+        self.key = tmp / "key" / "id_ed25519"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
+            ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+            RUNPOD_API_URL=self.emulator.url,
+            RUNPOD_API_KEY=self.emulator.api_key,
+            RUNPOD_SSH_PRIVATE_KEY=str(self.key),
+            ANSIBLE_NOCOLOR="1",
+            ANSIBLE_FORCE_COLOR="0",
+            ANSIBLE_LOCALHOST_WARNING="0",
+        )
+        return env
+
+    def command(self, extra_vars: dict[str, Any], *args: str) -> list[str]:
+        extra_vars = {
+            "resume_drill_runs_dir": str(self.runs),
+            "resume_drill_ssh_private_key": str(self.key),
+            **extra_vars,
+        }
+        return [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            str(ROOT / "inventories" / "local.runpod.yml"),
+            str(ROOT / "playbooks" / "resume_drill.yml"),
+            "-e",
+            json.dumps(extra_vars),
+            *args,
+        ]
+
+    def run(self, extra_vars: dict[str, Any], *args: str, timeout: float = DRILL_TIMEOUT_S):
+        return subprocess.run(
+            self.command(extra_vars, *args),
+            cwd=ROOT,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def api(self, path: str) -> tuple[int, Any]:
+        status, _headers, body = self.emulator.api("GET", path)
+        return status, body
+
+    def pods_of(self, run_id: str) -> list[dict[str, Any]]:
+        status, body = self.api("/v2/pods")
+        assert status == 200, body
+        return [p for p in body["pods"] if p["name"].startswith(f"trainops-{run_id}-")]
+
+    def volumes_of(self, run_id: str) -> list[dict[str, Any]]:
+        status, body = self.api("/v2/network-volumes")
+        assert status == 200, body
+        volumes = body if isinstance(body, list) else body.get("networkVolumes", body.get("items", []))
+        return [v for v in volumes if v["name"] == f"trainops-{run_id}-drill"]
+
+    def mutating_requests(self) -> int:
+        requests = self.emulator.admin("GET", "/_emulator/requests")["requests"]
+        return sum(1 for r in requests if r["method"] in MUTATING)
+
+
+def explain(done: subprocess.CompletedProcess[str]) -> str:
+    failed = [line for line in done.stdout.splitlines() if "fatal:" in line or "FAILED" in line]
+    return f"rc={done.returncode}\n" + "\n".join(failed[-10:]) + f"\n{done.stdout[-5000:]}\n{done.stderr[-2000:]}"
+
+
+def recap(done: subprocess.CompletedProcess[str]) -> dict[str, dict[str, int]]:
+    """PLAY RECAP counters per host."""
+    found = {}
+    for line in done.stdout.splitlines():
+        match = re.match(r"^(\S+)\s+:\s+(.*)$", line)
+        if match and "ok=" in match.group(2):
+            found[match.group(1)] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", match.group(2))}
+    return found
+
+
+def state_of(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "state.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def drill(tmp_path_factory: pytest.TempPathFactory):
+    os.environ.setdefault("CONTAINERS_CONF", str(ROOT / "config" / "containers.conf"))
+    try:
+        ensure_pods_can_run()
+    except DoctorFailure as exc:
+        pytest.fail(str(exc), pytrace=False)
+    tmp = tmp_path_factory.mktemp("drill")
+    (tmp / "key").mkdir()
+    with EmulatorProcess(
+        backend="podman", state_dir=tmp / "emulator", extra_args=["--container-prefix", "rpdrill"]
+    ) as emulator:
+        yield Drill(emulator, tmp)
+
+
+@pytest.fixture(scope="module")
+def full_drill(drill: Drill):
+    """The six modes, pods and volume kept; (the run, its wall seconds)."""
+    started = time.monotonic()
+    done = drill.run({"resume_drill_run_id": RUN_ID, "resume_drill_keep": True})
+    return done, time.monotonic() - started
+
+
+def test_every_mode_recovers_bit_identical(drill: Drill, full_drill):
+    done, wall_s = full_drill
+    assert done.returncode == 0, explain(done)
+    run_dir = drill.runs / RUN_ID
+    evidence = run_dir / "evidence"
+    report = json.loads((evidence / "report.json").read_text())
+    assert (evidence / "report.md").read_text().startswith(f"# Resume drill {RUN_ID}: PASS")
+    assert (evidence / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    modes = {m["mode"]: m for m in report["modes"]}
+    assert list(modes) == MODES, report["modes"]
+    for name, mode in modes.items():
+        assert mode["status"] == "PASS", (name, mode)
+        assert isinstance(mode["rto_s"], (int, float)) and mode["rto_s"] > 0, (name, mode)
+        assert isinstance(mode["rpo_steps"], int) and mode["rpo_steps"] >= 0, (name, mode)
+    text = json.dumps(report)
+    assert "journal" in text and "weights" in text
+    # Pod-level modes came back on another endpoint; recreate and no_gpu on another pod.
+    assert modes["stop_start"]["pods"]["before"]["port"] != modes["stop_start"]["pods"]["after"]["port"]
+    for name in ("recreate", "no_gpu"):
+        assert modes[name]["pods"]["before"]["id"] != modes[name]["pods"]["after"]["id"], modes[name]
+    assert modes["kill"]["pods"]["before"] == modes["kill"]["pods"]["after"]
+    # The phases the drill recorded add up to no more than its wall time.
+    phases = report.get("phases") or {}
+    assert {"provisioning", "bootstrap", "sync", "training", "interruption", "recovery"} <= set(phases), phases
+    print(
+        f"\ndrill wall time {wall_s:.1f} s; "
+        + ", ".join(f"{m}: RTO {modes[m]['rto_s']:.1f} s RPO {modes[m]['rpo_steps']}" for m in MODES)
+    )
+
+
+def test_second_run_with_keep_changes_nothing(drill: Drill, full_drill):
+    done, _wall_s = full_drill
+    assert done.returncode == 0, explain(done)
+    before = drill.mutating_requests()
+    again = drill.run({"resume_drill_run_id": RUN_ID, "resume_drill_keep": True}, timeout=300)
+    assert again.returncode == 0, explain(again)
+    counters = recap(again)
+    assert counters and all(c["changed"] == 0 for c in counters.values()), (counters, explain(again))
+    assert drill.mutating_requests() == before, "a second run with nothing to do changed something through the API"
+    assert len([p for p in drill.pods_of(RUN_ID) if p["status"] == "RUNNING"]) == 1
+
+
+def test_tampered_journal_fails_naming_mode_and_step(drill: Drill, full_drill):
+    done, _wall_s = full_drill
+    assert done.returncode == 0, explain(done)
+    copy_runs = drill.tmp / "tampered-runs"
+    shutil.copytree(drill.runs / RUN_ID, copy_runs / RUN_ID, ignore=shutil.ignore_patterns("*.lock", ".sync.lock"))
+    metrics = copy_runs / RUN_ID / "modes" / f"{RUN_ID}-sigterm" / "logs" / "metrics.jsonl"
+    lines = metrics.read_text().splitlines()
+    index = next(i for i, line in enumerate(lines) if json.loads(line)["step"] == 200)
+    record = json.loads(lines[index])
+    mantissa, exponent = record["loss_hex"].split("p")
+    record["loss_hex"] = mantissa[:-1] + ("1" if mantissa[-1] != "1" else "2") + "p" + exponent
+    lines[index] = json.dumps(record)
+    metrics.write_text("\n".join(lines) + "\n")
+    before = drill.mutating_requests()
+    judged = drill.run(
+        {"resume_drill_run_id": RUN_ID, "resume_drill_runs_dir": str(copy_runs)}, "--tags", "evidence", timeout=180
+    )
+    assert judged.returncode != 0, explain(judged)
+    assert re.search(r"sigterm[^\n]*\b200\b", judged.stdout), explain(judged)
+    report = json.loads((copy_runs / RUN_ID / "evidence" / "report.json").read_text())
+    statuses = {m["mode"]: m["status"] for m in report["modes"]}
+    assert statuses["sigterm"] == "FAIL" and all(s == "PASS" for m, s in statuses.items() if m != "sigterm"), statuses
+    assert drill.mutating_requests() == before, "judging the evidence again called the API"
+
+
+def test_teardown_leaves_nothing_billing_and_records_final_states(drill: Drill, full_drill):
+    done, _wall_s = full_drill
+    assert done.returncode == 0, explain(done)
+    torn = drill.run({"resume_drill_run_id": RUN_ID, "resume_drill_keep": False}, timeout=300)
+    assert torn.returncode == 0, explain(torn)
+    assert drill.pods_of(RUN_ID) == [] or all(p["status"] == "TERMINATED" for p in drill.pods_of(RUN_ID))
+    state = state_of(drill.runs / RUN_ID)
+    pods = [r for r in state["resources"] if r["kind"] == "pod"]
+    volumes = [r for r in state["resources"] if r["kind"] == "network_volume"]
+    # The first pod, recreate's and no_gpu's replacement.
+    assert len(pods) == 3 and len(volumes) == 1, state["resources"]
+    for resource in pods:
+        assert resource["final"]["status"] == "TERMINATED" and resource["final"]["source"] == "api", resource
+        status, _body = drill.api(f"/v2/pods/{resource['id']}")
+        assert status == 404, resource
+    assert volumes[0]["final"]["status"] == "DELETED", volumes[0]
+    status, _body = drill.api(f"/v2/network-volumes/{volumes[0]['id']}")
+    assert status == 404
+
+
+def test_bad_input_fails_before_anything_is_created(drill: Drill):
+    before = drill.mutating_requests()
+    done = drill.run({"resume_drill_run_id": "bad", "resume_drill_modes": ["kill", "meteor"]}, timeout=120)
+    assert done.returncode != 0
+    assert "unknown mode(s)" in done.stdout and "meteor" in done.stdout, explain(done)
+    done = drill.run({"resume_drill_run_id": "../escape"}, timeout=120)
+    assert done.returncode != 0 and "resume_drill_run_id" in done.stdout, explain(done)
+    assert drill.mutating_requests() == before
+    assert not (drill.runs / "bad").exists()
+
+
+def test_sigint_leaves_every_pod_and_volume_recorded(drill: Drill):
+    run_id = "sigint"
+    run_dir = drill.runs / run_id
+    proc = subprocess.Popen(
+        drill.command({"resume_drill_run_id": run_id, "resume_drill_modes": ["kill"]}),
+        cwd=ROOT,
+        env=drill.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if drill.pods_of(run_id):
+                break
+            time.sleep(0.05)
+        assert drill.pods_of(run_id), "no pod was created within 120 s"
+        # Ctrl-C: the terminal sends SIGINT to the whole foreground process group.
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=120)
+        state = state_of(run_dir)
+        recorded = {(r["kind"], r["id"]) for r in state["resources"]}
+        for pod in drill.pods_of(run_id):
+            assert ("pod", pod["id"]) in recorded, (pod, state)
+        volumes = drill.volumes_of(run_id)
+        assert volumes, "the volume is created before the pod"
+        for volume in volumes:
+            assert ("network_volume", volume["id"]) in recorded, (volume, state)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        for pod in drill.pods_of(run_id):
+            drill.emulator.api("DELETE", f"/v2/pods/{pod['id']}")
+        for volume in drill.volumes_of(run_id):
+            drill.emulator.api("DELETE", f"/v2/network-volumes/{volume['id']}")
