@@ -128,6 +128,7 @@ def names_problems(command: str) -> list[str]:
     specs = {
         "smoke_": argument_spec_options(ROOT / "playbooks" / "vars" / "smoke_argument_spec.yml", "smoke_argument_spec"),
         "teardown_": argument_spec_options(ROOT / "roles" / "teardown" / "meta" / "argument_specs.yml"),
+        "resume_drill_": argument_spec_options(ROOT / "roles" / "resume_drill" / "meta" / "argument_specs.yml"),
         "audit_": {
             name for play in yaml.safe_load((ROOT / "playbooks" / "audit.yml").read_text()) for name in play["vars"]
         },
@@ -146,8 +147,8 @@ def names_problems(command: str) -> list[str]:
             unknown = set(parse_kv(arguments)) - module_options(module) - {"_raw_params"}
             problems += [f"{value} has no option {name}" for name in sorted(unknown)]
         if flag == "-e" and not value.startswith("@"):
-            name = value.split("=", 1)[0]
-            for prefix, options in specs.items():
+            names = list(json.loads(value)) if value.startswith("{") else [value.split("=", 1)[0]]
+            for name, (prefix, options) in itertools.product(names, specs.items()):
                 if name.startswith(prefix) and name not in options:
                     problems.append(f"{name} is not a variable of the {prefix.rstrip('_')} playbook/role")
     if words[:1] == ["make"]:
