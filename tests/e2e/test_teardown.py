@@ -6,8 +6,8 @@ One pod with a persistent volume serves these tests, in file order: refused with
 without confirmation), refused while the pod's newest checkpoint is not on the controller (and the confirmation
 names another pod), refused with a corrupt pulled copy, nothing deleted in check mode, deleted when everything
 holds (final state read back and recorded), and a second run that changes nothing. A second pod, whose durable
-root is a network volume, is terminated with nothing pulled: its newest checkpoint is loaded on the pod, and the
-volume outlives it.
+root is a network volume, is stopped, then started by the role (teardown_start_stopped) and terminated with
+nothing pulled: its newest checkpoint is loaded on the pod, and the volume outlives it.
 """
 
 from __future__ import annotations
@@ -306,9 +306,16 @@ def test_a_second_run_changes_nothing(teardown: Teardown):
     assert after == before
 
 
-def test_terminates_a_pod_whose_newest_checkpoint_loads_on_its_network_volume(teardown: Teardown):
+def test_terminates_a_stopped_pod_whose_newest_checkpoint_loads_on_its_network_volume(teardown: Teardown):
     pod_id = teardown.volume_pod["id"]
-    done = teardown.play(teardown_run_id=VOLUME_RUN_ID, teardown_pod=VOLUME_POD_NAME, teardown_confirm=VOLUME_POD_NAME)
+    teardown.emulator.admin("POST", f"/v2/pods/{pod_id}/action", {"action": "stop"})
+    teardown.emulator.wait_for(pod_id, lambda p: p["status"] == "EXITED", 60)
+    done = teardown.play(
+        teardown_run_id=VOLUME_RUN_ID,
+        teardown_pod=VOLUME_POD_NAME,
+        teardown_confirm=VOLUME_POD_NAME,
+        teardown_start_stopped=True,
+    )
     assert done.returncode == 0, explain(done)
     assert f"Terminated pod {VOLUME_POD_NAME} ({pod_id}) of run {VOLUME_RUN_ID}" in one_line(done), explain(done)
     assert teardown.emulator.api("GET", f"/v2/pods/{pod_id}")[0] == 404
@@ -321,3 +328,4 @@ def test_terminates_a_pod_whose_newest_checkpoint_loads_on_its_network_volume(te
     assert on_volume["loaded"]["ok"] and on_volume["loaded"]["path"] == on_volume["checkpoint"]
     assert evidence["checkpoints"]["pulled"] is None
     assert evidence["final"]["status"] == "TERMINATED"
+    assert evidence["pod"]["status_before"] == "EXITED" and evidence["pod"]["started_for_checks"]
