@@ -43,6 +43,7 @@ class Drill:
         self.tmp = tmp
         self.runs = tmp / "runs"
         self.key = tmp / "key" / "id_ed25519"
+        self.src = tmp / "src"
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -60,6 +61,7 @@ class Drill:
 
     def command(self, extra_vars: dict[str, Any], *args: str) -> list[str]:
         extra_vars = {
+            "resume_drill_src": str(self.src),
             "resume_drill_runs_dir": str(self.runs),
             "resume_drill_ssh_private_key": str(self.key),
             **extra_vars,
@@ -133,6 +135,16 @@ def drill(tmp_path_factory: pytest.TempPathFactory):
         pytest.fail(str(exc), pytrace=False)
     tmp = tmp_path_factory.mktemp("drill")
     (tmp / "key").mkdir()
+    # A source tree of its own (the trainer only), committed: the repository's tree may change while the test
+    # runs, and a changed source is rightly pushed and recorded again by a second run.
+    src = tmp / "src"
+    shutil.copytree(
+        ROOT / "training", src / "training", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "tests")
+    )
+    git = ["git", "-C", str(src), "-c", "user.name=drill", "-c", "user.email=drill@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "trainer"], check=True)
     with EmulatorProcess(
         backend="podman", state_dir=tmp / "emulator", extra_args=["--container-prefix", "rpdrill"]
     ) as emulator:
