@@ -394,3 +394,10 @@ def test_smoke_check_mode_creates_nothing(session: Session):
     assert recap(done.stdout)["localhost"]["changed"] > 0, explain(done.stdout)  # what a real run would do
     assert session.emulator.api("GET", "/v2/pods")[2]["pods"] == before
     assert not (session.runs / "check-1").exists()
+
+
+@pytest.mark.parametrize("doc", [RUNBOOK, GOTCHAS], ids=lambda p: p.name)
+def test_relative_links_resolve(doc: Path):
+    targets = re.findall(r"\]\(([^)#:\s]+)(?:#[^)]*)?\)", doc.read_text())
+    missing = sorted({t for t in targets if not (doc.parent / t).exists()})
+    assert not missing, f"{doc.name} links to files that do not exist: {missing}"
