@@ -162,7 +162,9 @@ def test_every_command_block_is_marked_and_the_flow_is_complete():
     unmarked = [b.line for b in BLOCKS if not b.target]
     assert not unmarked, f"```console blocks without a <!-- runbook: ... --> marker at lines {unmarked}"
     assert all(b.commands for b in BLOCKS), [b.line for b in BLOCKS if not b.commands]
-    assert all(b.reason for b in BLOCKS if b.mode == "not-run")
+    for block in (b for b in BLOCKS if b.mode == "not-run"):
+        named = re.findall(r"tests/[\w/]+\.py", block.reason)
+        assert named and all((ROOT / n).is_file() for n in named), f"line {block.line}: name the test that runs it"
     smoke_runs = [c for c in emulator_commands() if "playbooks/smoke.yml" in c]
     assert len(smoke_runs) >= 2 and smoke_runs[0] == smoke_runs[1], smoke_runs
     # Each step that has a RunPod command has its emulator variant, and the reverse.
