@@ -277,3 +277,23 @@ def test_audit_lists_the_pod_not_ours_and_touches_nothing(audited):
     assert before["status"] == after["status"] == "RUNNING"
     assert [r for r in audited["requests"] if r["method"] != "GET"] == []
     assert {r["path"] for r in audited["requests"] if foreign_id in r["path"]} <= {f"/v2/pods/{foreign_id}"}
+
+
+def test_bad_input_is_named_before_any_request(audited):
+    account = audited["account"]
+    account.emulator.admin("DELETE", "/_emulator/requests")
+    audit = account.play(
+        "audit.yml",
+        audit_runs_dir=str(audited["runs"]),
+        audit_billing_bucket="minute",
+        audit_billing_start="2026-12-01",
+    )
+    text = re.sub(r"\s+", " ", audit.stdout)
+    assert audit.returncode != 0
+    assert "audit_billing_bucket minute must be hour, day, week, month or year." in text, explain(audit)
+    assert "give both audit_billing_start and audit_billing_end (RFC 3339), or neither." in text, explain(audit)
+    teardown = account.play("teardown.yml", teardown_run_id="../etc", teardown_runs_dir=str(audited["runs"]))
+    text = re.sub(r"\s+", " ", teardown.stdout)
+    assert teardown.returncode != 0
+    assert 'teardown_run_id ../etc must be 1-128 letters, digits, ".", "_" or "-"' in text, explain(teardown)
+    assert account.emulator.admin("GET", "/_emulator/requests")["requests"] == []
