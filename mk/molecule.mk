@@ -3,7 +3,7 @@
 #   make molecule-bootstrap   the bootstrap role: a 2-GPU pod and one back without its GPUs, check mode,
 #                             idempotence, testinfra verify (about 50 s)
 #   make molecule-train   the train role: start, attach, SIGTERM (75), resume with progress, refused config,
-#                         check mode, idempotence, testinfra verify
+#                         check mode, idempotence, testinfra verify (70-115 s with the load)
 .PHONY: molecule-sync molecule-bootstrap molecule-train
 
 # Run from the collection root: molecule finds a collection's scenarios under extensions/molecule/.
