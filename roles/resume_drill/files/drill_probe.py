@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: trainops.gpu contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Pod-side probe of a drilled run's journal (standard library only, Python 3.8+).
