@@ -3,8 +3,8 @@
 One emulator serves the module. The drill of all six modes runs once with resume_drill_keep (module fixture);
 a second run with the same run id must report no change; a third with resume_drill_keep false only tears down.
 The tamper test judges a copy of the pulled evidence again (--tags evidence: no API call that changes
-anything). The SIGINT test interrupts ansible-playbook once the pod exists and checks that every pod and
-volume the API has for that run is in its state.json.
+anything). The SIGINT test interrupts ansible-playbook once the pod exists, checks that every pod and
+volume the API has for that run is in its state.json, and tears them down with --tags teardown.
 """
 
 from __future__ import annotations
@@ -298,6 +298,10 @@ def test_sigint_leaves_every_pod_and_volume_recorded(drill: Drill):
         assert volumes, "the volume is created before the pod"
         for volume in volumes:
             assert ("network_volume", volume["id"]) in recorded, (volume, state)
+        # What the interrupted drill recorded is enough to tear it all down.
+        torn = drill.run({"resume_drill_run_id": run_id}, "--tags", "teardown", timeout=180)
+        assert torn.returncode == 0, explain(torn)
+        assert all(p["status"] == "TERMINATED" for p in drill.pods_of(run_id)) and drill.volumes_of(run_id) == []
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
