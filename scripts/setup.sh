@@ -47,7 +47,7 @@ venv_step() {
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
     echo "  installing requirements.txt into .venv"
     "$venv/bin/pip" install -q --disable-pip-version-check -r requirements.txt 2>&1 | grep -v '^WARNING: Location' || true
-    "$venv/bin/python" -c 'import ansible, torch, molecule, openapi_core' || { echo "setup: venv install failed" >&2; exit 1; }
+    "$venv/bin/python" -c 'import ansible, torch, molecule, openapi_core, matplotlib' || { echo "setup: venv install failed" >&2; exit 1; }
     echo "$want" > "$venv/.requirements"
 }
 
