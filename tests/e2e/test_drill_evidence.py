@@ -204,7 +204,9 @@ def test_drill_passes_then_a_tampered_step_fails(drill):
     assert modes["sigterm"]["rpo_steps"] == 0
     report = json.loads((evidence / "report.json").read_text())
     assert report["passed"] is True and report["reference"]["steps"] == STEPS
-    commit = subprocess.run(["git", "-C", str(base / "src"), "rev-parse", "HEAD"], capture_output=True, text=True)
+    commit = subprocess.run(
+        ["git", "-C", str(base / "src"), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    )
     assert report["provenance"]["commit"] == commit.stdout.strip() and report["provenance"]["dirty"] is False
     # The config hash provenance computed is the one the trainer wrote into the run's events.
     events = (pathlib.Path(drilled[0]["run_dir"]) / "logs" / "events.jsonl").read_text().splitlines()
