@@ -15,6 +15,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
     RunPodError,
     RunPodUnreconciled,
 )
+from ansible_collections.trainops.gpu.plugins.module_utils._run_state import ResourceRecorder
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_base import RECHECK_DELAY_S, RunPodModule
 from ansible_collections.trainops.gpu.plugins.modules.runpod_pod import RunPodPod
 
@@ -147,6 +148,10 @@ def module_with(cls, sleeps, **params):
     runner.params = runner.module.params
     runner.result = {"changed": False}
     runner.client = client(sleeps, max_retries=runner.module.params["api_retries"])
+    if cls is RunPodPod:
+        # No record_to among the params: the pod module's state.json recorder is there, and disabled.
+        runner.recorder = ResourceRecorder(runner.params, "pod", False)
+        runner.record_failed = False
     return runner
 
 
