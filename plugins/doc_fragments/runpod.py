@@ -64,6 +64,22 @@ options:
     type: int
 """
 
+    # Modules that record what they create in a run's state.json (runpod_pod, runpod_network_volume): the
+    # options of RECORD_ARGUMENT_SPEC (module_utils/_run_state.py). Each module describes record_to and
+    # record_fields for its own resource (what is recorded, when, and an example field); the module's
+    # description is merged over this entry.
+    RECORD = r"""
+options:
+  record_to:
+    type: path
+  record_run_id:
+    description:
+      - Run id of O(record_to). Defaults to the name of the file's directory.
+    type: str
+  record_fields:
+    type: dict
+"""
+
     # Shared by every RunPod module: membership of the trainops.gpu.runpod action group (meta/runtime.yml),
     # and the platform (the modules only speak HTTPS, so they run wherever Python does).
     ATTRIBUTES = r"""

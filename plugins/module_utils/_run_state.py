@@ -450,3 +450,81 @@ class ResourceRecorder(object):
             self.state_file, self.run_id, [resource], run_defaults={"api_url": self.api_url}
         )
         return changed
+
+
+class ResourceRecording(object):
+    """``record_to`` in a module that creates resources of one kind (runpod_pod, runpod_network_volume).
+
+    Mixed in before the module's base class (``class RunPodPod(ResourceRecording, RunPodModule)``), whose
+    ``fail(msg, **extra)`` it extends and whose ``result`` holds the resource's summary under
+    ``record_result_key``. The module class says what it records (the class attributes below) and gives
+    ``summarise(resource)`` (an API resource's summary) and ``recorded_fields(summary, action, final)`` (the
+    fields of its record)."""
+
+    record_kind = None  # the resource's kind in state.json: "pod"
+    record_result_key = None  # the result key (and fail() keyword) of its summary: "pod"
+    record_noun = None  # how messages name it: "network volume"
+    record_label_keys = ("name",)  # summary fields a message shows after its id
+    record_remedy = None  # what to do with one that could not be recorded: "terminate it"
+    record_id_key = None  # a fail() keyword for the id of one that could not be recorded, if any
+
+    def summarise(self, resource):
+        raise NotImplementedError
+
+    def recorded_fields(self, summary, action=None, final=None):
+        raise NotImplementedError
+
+    def start_recording(self, module):
+        """The recorder of ``record_to``; the secret-looking values of ``record_fields`` kept out of the output."""
+        self.recorder = ResourceRecorder(module.params, self.record_kind, module.check_mode)
+        module.no_log_values.update(secret_values(module.params.get("record_fields")))
+        self.record_failed = False
+
+    def record(self, summary, action=None, final=None):
+        # type: (dict, str, dict) -> None
+        """Upsert the resource in record_to; a failure ends the module, naming the resource so it is never lost."""
+        if not self.recorder.enabled or not (summary or {}).get("id"):
+            return
+        fields = self.recorded_fields(summary, action, final)
+        try:
+            self.recorder.write(summary["id"], fields)
+        except RunStateError as exc:
+            self.record_failed = True
+            label = ", ".join("%s" % (summary.get(key),) for key in self.record_label_keys)
+            extra = {self.record_result_key: summary}
+            if self.record_id_key:
+                extra[self.record_id_key] = summary["id"]
+            self.fail(
+                "%s %s (%s) could not be recorded in %s: %s. Record it by hand or %s."
+                % (self.record_noun, summary["id"], label, self.recorder.state_file, exc, self.record_remedy),
+                **extra,
+            )
+
+    def created(self, resource):
+        """The create's answer, recorded before anything else happens."""
+        self.result["created"] = True
+        self.record(self.summarise(resource), "created")
+        return resource
+
+    def record_found(self, resources, made_here=None):
+        # type: (list, object) -> list
+        """Record, as they are found, the resources a create may have made (``made_here(resource)``: those that
+        carry its token; all of them when not given), however it failed. Returns ``resources``."""
+        for resource in resources:
+            if made_here is None or made_here(resource):
+                self.record(self.summarise(resource), "created")
+        return resources
+
+    def fail(self, msg, **extra):
+        """Fail; a resource this task created, or one record_to already holds, gets its last known state first."""
+        summary = extra.get(self.record_result_key) or self.result.get(self.record_result_key) or {}
+        resource_id = summary.get("id")
+        keep = self.result.get("created") or self.recorder.recorded(resource_id) is not None
+        if resource_id and keep and not self.record_failed and self.recorder.enabled and not self.module.check_mode:
+            try:
+                self.recorder.write(
+                    resource_id, self.recorded_fields(summary, "created" if self.result.get("created") else None)
+                )
+            except RunStateError as exc:
+                msg = "%s (and recording it in %s failed: %s)" % (msg, self.recorder.state_file, exc)
+        super(ResourceRecording, self).fail(msg, **extra)

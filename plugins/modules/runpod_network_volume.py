@@ -29,6 +29,7 @@ author:
 extends_documentation_fragment:
   - trainops.gpu.runpod
   - trainops.gpu.runpod.create
+  - trainops.gpu.runpod.record
   - trainops.gpu.runpod.attributes
   - ansible.builtin.action_common_attributes
 attributes:
@@ -82,15 +83,9 @@ options:
         V(deleted) or V(available), C(read_at), C(source=api)); a volume already gone is updated only when the
         file has it.
       - The file is checked before anything is created. Check mode writes nothing.
-    type: path
-  record_run_id:
-    description:
-      - Run id of O(record_to). Defaults to the name of the file's directory.
-    type: str
   record_fields:
     description:
       - More fields for the volume's record, for example V(role=checkpoints). Secret-looking keys are refused.
-    type: dict
 seealso:
   - module: trainops.gpu.runpod_network_volume_info
   - module: trainops.gpu.runpod_pod
@@ -165,10 +160,8 @@ reconciled:
 
 from ansible_collections.trainops.gpu.plugins.module_utils._run_state import (
     RECORD_ARGUMENT_SPEC,
-    ResourceRecorder,
-    RunStateError,
+    ResourceRecording,
     final_block,
-    secret_values,
     signals_held,
 )
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_base import RunPodModule, creating_argument_spec
@@ -186,7 +179,7 @@ DELETED = "deleted"
 RECORDED_FIELDS = ("name", "data_center", "size", "type")
 
 
-def record_fields(summary, action=None) -> dict:
+def record_fields(summary, action=None, final=None) -> dict:
     """The record of a volume (its volume_summary) for state.json; the data center as bench.yml named it."""
     fields = dict((k, summary.get(k)) for k in RECORDED_FIELDS if summary.get(k) is not None)
     if "data_center" in fields:
@@ -194,59 +187,26 @@ def record_fields(summary, action=None) -> dict:
     fields["status"] = AVAILABLE
     if action:
         fields["action"] = action
+    if final is not None:
+        fields.update(status=final["status"], final=final)
     return fields
 
 
-class RunPodNetworkVolume(RunPodModule):
+class RunPodNetworkVolume(ResourceRecording, RunPodModule):
+    # record_to: what the state.json record of a volume holds and how messages name it.
+    record_kind = "network_volume"
+    record_result_key = "network_volume"
+    record_noun = "network volume"
+    record_label_keys = ("name",)
+    record_remedy = "delete it"
+    summarise = staticmethod(volume_summary)
+    recorded_fields = staticmethod(record_fields)
+
     def __init__(self, module):
         super(RunPodNetworkVolume, self).__init__(module)
         self.params = module.params
         self.result.update(network_volume={}, created=False, reconciled=False)
-        self.recorder = ResourceRecorder(module.params, "network_volume", module.check_mode)
-        module.no_log_values.update(secret_values(module.params.get("record_fields")))
-        self.record_failed = False
-
-    # -- record_to ---------------------------------------------------------------------------
-
-    def record(self, summary, action=None, final=None) -> None:
-        """Upsert the volume in record_to; a failure ends the module, naming the volume."""
-        if not self.recorder.enabled or not (summary or {}).get("id"):
-            return
-        fields = record_fields(summary, action)
-        if final is not None:
-            fields.update(status=final["status"], final=final)
-        try:
-            self.recorder.write(summary["id"], fields)
-        except RunStateError as exc:
-            self.record_failed = True
-            self.fail(
-                "network volume %s (%s) could not be recorded in %s: %s. Record it by hand or delete it."
-                % (summary["id"], summary.get("name"), self.recorder.state_file, exc),
-                network_volume=summary,
-            )
-
-    def record_found(self, volumes) -> list:
-        """Record the volumes a create may have made (its name in the data center is its token)."""
-        for volume in volumes:
-            self.record(volume_summary(volume), "created")
-        return volumes
-
-    def created(self, volume):
-        self.result["created"] = True
-        self.record(volume_summary(volume), "created")
-        return volume
-
-    def fail(self, msg, **extra) -> None:
-        """Fail; a volume this task created, or one record_to already holds, is recorded first."""
-        summary = extra.get("network_volume") or self.result.get("network_volume") or {}
-        volume_id = summary.get("id")
-        keep = self.result.get("created") or self.recorder.recorded(volume_id) is not None
-        if volume_id and keep and not self.record_failed and self.recorder.enabled and not self.module.check_mode:
-            try:
-                self.recorder.write(volume_id, record_fields(summary, "created" if self.result["created"] else None))
-            except RunStateError as exc:
-                msg = "%s (and recording it in %s failed: %s)" % (msg, self.recorder.state_file, exc)
-        super(RunPodNetworkVolume, self).fail(msg, **extra)
+        self.start_recording(module)
 
     def find(self):
         p = self.params

@@ -30,6 +30,7 @@ author:
 extends_documentation_fragment:
   - trainops.gpu.runpod
   - trainops.gpu.runpod.create
+  - trainops.gpu.runpod.record
   - trainops.gpu.runpod.attributes
   - ansible.builtin.action_common_attributes
 attributes:
@@ -196,15 +197,9 @@ options:
       - With V(absent), the state read back from the API after the terminate is recorded as
         C(final) (C(status), C(read_at), C(source=api)); a pod already gone is updated only when the file has it.
       - The file is checked before anything is created (format, run, writable directory). Check mode writes nothing.
-    type: path
-  record_run_id:
-    description:
-      - Run id of O(record_to). Defaults to the name of the file's directory.
-    type: str
   record_fields:
     description:
       - More fields for the pod's record, for example V(role=trainer). Secret-looking keys are refused.
-    type: dict
 seealso:
   - module: trainops.gpu.runpod_pod_info
   - module: trainops.gpu.runpod_ssh_key
@@ -370,10 +365,8 @@ reconciled:
 
 from ansible_collections.trainops.gpu.plugins.module_utils._run_state import (
     RECORD_ARGUMENT_SPEC,
-    ResourceRecorder,
-    RunStateError,
+    ResourceRecording,
     final_block,
-    secret_values,
     signals_held,
 )
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
@@ -459,7 +452,7 @@ def action_took_effect(action, before, after) -> bool:
 RECORDED_FIELDS = ("name", "status", "image", "gpu_type", "gpu_count", "cpu_flavor", "data_center_id")
 
 
-def record_fields(summary, action=None) -> dict:
+def record_fields(summary, action=None, final=None) -> dict:
     """The record of a pod (its pod_summary) for state.json: what identifies it and its status, no Nones."""
     fields = dict((k, summary.get(k)) for k in RECORDED_FIELDS if summary.get(k) is not None)
     network = summary.get("network_volume") or {}
@@ -467,6 +460,8 @@ def record_fields(summary, action=None) -> dict:
         fields["network_volume_id"] = network["id"]
     if action:
         fields["action"] = action
+    if final is not None:
+        fields["final"] = final
     return fields
 
 
@@ -493,56 +488,22 @@ def comparable(pod) -> dict:
     return dict((key, summary.get(key)) for key in keys) if summary else {}
 
 
-class RunPodPod(RunPodModule):
+class RunPodPod(ResourceRecording, RunPodModule):
+    # record_to: what the state.json record of a pod holds and how messages name it.
+    record_kind = "pod"
+    record_result_key = "pod"
+    record_noun = "pod"
+    record_label_keys = ("name", "status")
+    record_remedy = "terminate it"
+    record_id_key = "pod_id"
+    summarise = staticmethod(pod_summary)
+    recorded_fields = staticmethod(record_fields)
+
     def __init__(self, module):
         super(RunPodPod, self).__init__(module)
         self.result.update(pod={}, created=False, reconciled=False)
         self.params = module.params
-        self.recorder = ResourceRecorder(module.params, "pod", module.check_mode)
-        module.no_log_values.update(secret_values(module.params.get("record_fields")))
-        self.record_failed = False
-
-    # -- record_to ---------------------------------------------------------------------------
-
-    def record(self, summary, action=None, final=None) -> None:
-        """Upsert the pod in record_to; a failure ends the module, naming the pod so it is never lost."""
-        if not self.recorder.enabled or not (summary or {}).get("id"):
-            return
-        fields = record_fields(summary, action)
-        if final is not None:
-            fields["final"] = final
-        try:
-            self.recorder.write(summary["id"], fields)
-        except RunStateError as exc:
-            self.record_failed = True
-            self.fail(
-                "pod %s (%s, %s) could not be recorded in %s: %s. Record it by hand or terminate it."
-                % (summary["id"], summary.get("name"), summary.get("status"), self.recorder.state_file, exc),
-                pod=summary,
-                pod_id=summary["id"],
-            )
-
-    def record_found(self, pods, token) -> list:
-        """Record, as they are found, the pods that carry this create's token: its pods, however it failed.
-
-        A pod that only has the name is not recorded here: it may be anyone's, and state.json is what the
-        audit trusts to tell the runs' pods from orphans."""
-        for pod in pods:
-            if (pod.get("env") or {}).get(CREATE_TOKEN_ENV) == token:
-                self.record(pod_summary(pod), "created")
-        return pods
-
-    def fail(self, msg, **extra) -> None:
-        """Fail; a pod this task created, or one record_to already holds, gets its last known status first."""
-        summary = extra.get("pod") or self.result.get("pod") or {}
-        pod_id = summary.get("id")
-        keep = self.result.get("created") or self.recorder.recorded(pod_id) is not None
-        if pod_id and keep and not self.record_failed and self.recorder.enabled and not self.module.check_mode:
-            try:
-                self.recorder.write(pod_id, record_fields(summary, "created" if self.result.get("created") else None))
-            except RunStateError as exc:
-                msg = "%s (and recording it in %s failed: %s)" % (msg, self.recorder.state_file, exc)
-        super(RunPodPod, self).fail(msg, **extra)
+        self.start_recording(module)
 
     # -- finding -----------------------------------------------------------------------------
 
@@ -696,17 +657,16 @@ class RunPodPod(RunPodModule):
                     "pod",
                     body["name"],
                     lambda: self.created(self.client.create_pod(body)),
-                    lambda: self.record_found(pods_of_create(self.client.list_pods(), body["name"], token), token),
+                    # Only the pods that carry the token: one that only has the name may be anyone's, and
+                    # state.json is what the audit trusts to tell the runs' pods from orphans.
+                    lambda: self.record_found(
+                        pods_of_create(self.client.list_pods(), body["name"], token),
+                        lambda pod: (pod.get("env") or {}).get(CREATE_TOKEN_ENV) == token,
+                    ),
                     "pod_ids",
                 )
         self.result["created"] = True
         self.result["pod"] = pod_summary(pod)
-        return pod
-
-    def created(self, pod):
-        """The create's answer, recorded before anything else happens."""
-        self.result["created"] = True
-        self.record(pod_summary(pod), "created")
         return pod
 
     # -- update ------------------------------------------------------------------------------

@@ -15,6 +15,8 @@ import time
 import pytest
 
 from ansible_collections.trainops.gpu.plugins.module_utils import _run_state as rs
+from ansible_collections.trainops.gpu.plugins.modules.runpod_network_volume import RunPodNetworkVolume
+from ansible_collections.trainops.gpu.plugins.modules.runpod_pod import RunPodPod
 
 NOW = "2026-12-03T05:00:00Z"
 LATER = "2026-12-03T06:00:00Z"
@@ -347,3 +349,78 @@ def test_threads_of_one_process_serialise_too(state_file):
     for thread in threads:
         thread.join(60)
     assert errors == [] and len(rs.load(state_file)["resources"]) == 60
+
+
+# --- ResourceRecording: the record_to side of runpod_pod and runpod_network_volume ----------------------------
+
+
+class Failed(Exception):
+    pass
+
+
+class FailingModule:
+    """The parts of AnsibleModule that ResourceRecording and RunPodModule.fail use; fail_json raises."""
+
+    def __init__(self, params):
+        self.params = params
+        self.check_mode = False
+        self.no_log_values = set()
+
+    def fail_json(self, **result):
+        raise Failed(result)
+
+
+def recording_module(cls, params):
+    """A runpod_pod / runpod_network_volume module object with its recorder and nothing of the API."""
+    runner = cls.__new__(cls)
+    runner.module = FailingModule(params)
+    runner.params = params
+    runner.result = {"changed": False, cls.record_result_key: {}, "created": False}
+    runner.start_recording(runner.module)
+    return runner
+
+
+POD = {"id": "p1", "name": "trainer", "status": "RUNNING", "image": "img"}
+VOLUME = {"id": "v1", "name": "ckpt", "data_center": "EU-RO-1", "size": 10}
+
+
+@pytest.mark.parametrize(
+    ("cls", "summary", "named", "remedy", "extra"),
+    [
+        (RunPodPod, POD, "pod p1 (trainer, RUNNING)", "terminate it", {"pod": POD, "pod_id": "p1"}),
+        (RunPodNetworkVolume, VOLUME, "network volume v1 (ckpt)", "delete it", {"network_volume": VOLUME}),
+    ],
+)
+def test_a_resource_that_cannot_be_recorded_fails_naming_it(tmp_path, cls, summary, named, remedy, extra):
+    path = tmp_path / "r1" / "state.json"
+    path.mkdir(parents=True)  # a directory: reading it fails
+    runner = recording_module(cls, {"record_to": str(path)})
+    with pytest.raises(Failed) as caught:
+        runner.record(summary, "created")
+    failed = caught.value.args[0]
+    assert failed["msg"].startswith(f"{named} could not be recorded in {path}: cannot read {path}")
+    assert failed["msg"].endswith(f". Record it by hand or {remedy}.")
+    assert {k: failed.get(k) for k in extra} == extra and ("pod_id" in failed) == ("pod_id" in extra)
+    assert runner.record_failed
+
+
+def test_a_failure_records_what_the_task_created_first(tmp_path):
+    path = str(tmp_path / "r1" / "state.json")
+    for cls, summary in ((RunPodPod, POD), (RunPodNetworkVolume, VOLUME)):
+        runner = recording_module(cls, {"record_to": path, "record_fields": {"role": "drill"}})
+        runner.result.update({cls.record_result_key: summary, "created": True})
+        with pytest.raises(Failed) as caught:
+            runner.fail("the wait ran out")
+        assert caught.value.args[0]["msg"] == "the wait ran out"
+    pod_record = rs.find_resource(rs.load(path), "pod", "p1")
+    volume_record = rs.find_resource(rs.load(path), "network_volume", "v1")
+    assert [pod_record[k] for k in ("action", "status", "name", "role")] == ["created", "RUNNING", "trainer", "drill"]
+    assert [volume_record[k] for k in ("action", "status", "data_center_id")] == ["created", "available", "EU-RO-1"]
+
+
+def test_only_the_resources_a_create_made_are_recorded_as_found(tmp_path):
+    path = str(tmp_path / "r1" / "state.json")
+    runner = recording_module(RunPodPod, {"record_to": path})
+    found = [{"id": "mine", "env": {"T": "1"}}, {"id": "theirs", "env": {}}]
+    assert runner.record_found(found, lambda pod: pod["env"].get("T") == "1") is found
+    assert [(r["id"], r["action"]) for r in rs.load(path)["resources"]] == [("mine", "created")]
