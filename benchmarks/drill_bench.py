@@ -20,17 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 
-from runpod_emulator.testing import EmulatorProcess
+from runpod_emulator.testing import EmulatorProcess, run_emulator_playbook
 
 ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 PHASES = ["provisioning", "bootstrap", "sync", "training", "interruption", "recovery", "teardown"]
 
 
@@ -65,23 +63,8 @@ def run_drill(url: str, key: str, runs: Path, run_id: str, args: argparse.Namesp
     }
     if args.modes:
         extra["resume_drill_modes"] = args.modes.split(",")
-    env = dict(
-        os.environ,
-        ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        RUNPOD_API_URL=url,
-        RUNPOD_API_KEY=key,
-    )
-    command = [
-        str(BIN / "ansible-playbook"),
-        "-i",
-        str(ROOT / "inventories" / "local.runpod.yml"),
-        str(ROOT / "playbooks" / "resume_drill.yml"),
-        "-e",
-        json.dumps(extra),
-    ]
     started = time.monotonic()
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800, check=False)
+    done = run_emulator_playbook(url, key, "resume_drill.yml", extra, timeout_s=1800)
     return done.returncode, time.monotonic() - started, done.stdout[-4000:] + done.stderr[-2000:]
 
 

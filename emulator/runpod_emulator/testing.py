@@ -34,6 +34,13 @@ Usage (pytest)::
 `ssh_run(key, port, command, timeout_s=30)` runs a command in a pod over real SSH (root@127.0.0.1:port),
 non-interactively and without pinning host keys (pods get new ones and new ports on every start);
 `wait_for_login(key, port, timeout_s=60)` waits, bounded, until a login succeeds.
+
+`ansible_env(url, api_key, **extra)` is the environment for ansible-playbook (or ansible-inventory) of this checkout
+against an emulator: the checkout's collections and ansible.cfg, the emulator's URL and key, no colour and no
+localhost or unparsed-inventory warnings, plus `extra`. `run_emulator_playbook(url, api_key, playbook, extra_vars,
+timeout_s, **extra_env)` runs `playbooks/<playbook>` with the local emulator inventory
+(inventories/local.runpod.yml) and the extra vars as JSON, from the checkout's root, and returns the finished
+process with its output (bounded by `timeout_s`; a failing play is returned, not raised).
 """
 
 from __future__ import annotations
@@ -55,6 +62,9 @@ from typing import Any
 
 PACKAGE_PARENT = Path(__file__).resolve().parents[1]
 REPO_ROOT = PACKAGE_PARENT.parent
+
+BIN = Path(sys.executable).parent
+LOCAL_INVENTORY = REPO_ROOT / "inventories" / "local.runpod.yml"
 
 SSH_OPTIONS = ("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
                "-o", "BatchMode=yes", "-o", "ConnectTimeout=10")  # fmt: skip
@@ -83,6 +93,46 @@ def wait_for_login(key: Path, port: int, timeout_s: float = 60, poll_s: float = 
                 f"root@127.0.0.1:{port} refused the key for {timeout_s:.0f} s: {result.stderr.strip()[-300:]}"
             )
         time.sleep(poll_s)
+
+
+def ansible_env(url: str, api_key: str, **extra: str) -> dict[str, str]:
+    """The environment for Ansible of this checkout against the emulator at `url`; see the module docstring."""
+    env = dict(os.environ)
+    env.update(
+        ANSIBLE_COLLECTIONS_PATH=str(REPO_ROOT / "collections"),
+        ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"),
+        RUNPOD_API_URL=url,
+        RUNPOD_API_KEY=api_key,
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+        ANSIBLE_LOCALHOST_WARNING="0",
+        ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
+    )
+    env.update(extra)
+    return env
+
+
+def run_emulator_playbook(
+    url: str, api_key: str, playbook: str, extra_vars: dict[str, Any], timeout_s: float, **extra_env: str
+) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook playbooks/<playbook> with the local emulator inventory; see the module docstring."""
+    command = [
+        str(BIN / "ansible-playbook"),
+        "-i",
+        str(LOCAL_INVENTORY),
+        str(REPO_ROOT / "playbooks" / playbook),
+        "-e",
+        json.dumps(extra_vars),
+    ]
+    return subprocess.run(
+        command,
+        cwd=REPO_ROOT,
+        env=ansible_env(url, api_key, **extra_env),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
 
 
 class EmulatorProcess:

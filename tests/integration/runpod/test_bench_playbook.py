@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 from runpod_emulator.doctor import DoctorFailure, ensure_pods_can_run
-from runpod_integration_helpers import BIN, ROOT, EmulatorProcess, ansible_env, live_pods
+from runpod_emulator.testing import run_emulator_playbook
+from runpod_integration_helpers import ROOT, EmulatorProcess, live_pods
 
 pytestmark = [pytest.mark.podman, pytest.mark.slow]
 
@@ -45,16 +46,14 @@ class Bench:
         extra_vars.setdefault("bench_src", str(self.src))
         extra_vars.setdefault("bench_runs_dir", str(self.runs))
         extra_vars.setdefault("bench_ssh_private_key", str(self.key))
-        env = ansible_env(self.emulator, RUNPOD_SSH_PRIVATE_KEY=str(self.key))
-        command = [
-            str(BIN / "ansible-playbook"),
-            "-i",
-            str(ROOT / "inventories" / "local.runpod.yml"),
-            str(ROOT / "playbooks" / "bench.yml"),
-            "-e",
-            json.dumps(extra_vars),
-        ]
-        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240, check=False)
+        done = run_emulator_playbook(
+            self.emulator.url,
+            self.emulator.api_key,
+            "bench.yml",
+            extra_vars,
+            timeout_s=240,
+            RUNPOD_SSH_PRIVATE_KEY=str(self.key),
+        )
         return done, self.runs / run_id
 
     def api_pod(self, pod_id: str) -> dict[str, Any]:
