@@ -10,7 +10,6 @@ in those hours, and its figures must equal the ones computed here from the price
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runpod_emulator.testing import EmulatorProcess
+from runpod_emulator.testing import EmulatorProcess, ansible_env
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -58,16 +57,7 @@ class Account:
         return pod
 
     def play(self, playbook: str, *args: str, **extra_vars: Any) -> subprocess.CompletedProcess[str]:
-        env = dict(os.environ)
-        env.update(
-            ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
-            ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-            ANSIBLE_NOCOLOR="1",
-            ANSIBLE_LOCALHOST_WARNING="0",
-            ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-            RUNPOD_API_URL=self.emulator.url,
-            RUNPOD_API_KEY=self.emulator.api_key,
-        )
+        env = ansible_env(self.emulator.url, self.emulator.api_key)
         command = [
             str(BIN / "ansible-playbook"),
             str(ROOT / "playbooks" / playbook),

@@ -13,7 +13,6 @@ nothing pulled: its newest checkpoint is loaded on the pod, and the volume outli
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -22,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runpod_emulator.doctor import DoctorFailure, ensure_pods_can_run
-from runpod_emulator.testing import EmulatorProcess
+from runpod_emulator.testing import EmulatorProcess, ansible_env
 
 pytestmark = [pytest.mark.podman, pytest.mark.slow]
 
@@ -57,17 +55,7 @@ class Teardown:
     def play(self, *args: str, **extra_vars: Any) -> subprocess.CompletedProcess[str]:
         variables = {"teardown_run_id": RUN_ID, "teardown_pod": self.pod["id"], "teardown_runs_dir": str(self.runs)}
         variables.update(extra_vars)
-        env = dict(os.environ)
-        env.update(
-            ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
-            ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-            ANSIBLE_NOCOLOR="1",
-            ANSIBLE_LOCALHOST_WARNING="0",
-            ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-            RUNPOD_API_URL=self.emulator.url,
-            RUNPOD_API_KEY=self.emulator.api_key,
-            RUNPOD_SSH_PRIVATE_KEY=str(self.key),
-        )
+        env = ansible_env(self.emulator.url, self.emulator.api_key, RUNPOD_SSH_PRIVATE_KEY=str(self.key))
         command = [str(BIN / "ansible-playbook"), str(ROOT / "playbooks" / "teardown.yml"), *args]
         command += ["-e", json.dumps(variables)]
         return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
@@ -104,12 +92,8 @@ def explain(done: subprocess.CompletedProcess[str]) -> str:
 
 
 @pytest.fixture(scope="module")
-def teardown(tmp_path_factory: pytest.TempPathFactory):
-    os.environ.setdefault("CONTAINERS_CONF", str(ROOT / "config" / "containers.conf"))
-    try:
-        ensure_pods_can_run()
-    except DoctorFailure as exc:
-        pytest.fail(str(exc), pytrace=False)
+def teardown(tmp_path_factory: pytest.TempPathFactory, pod_image: str):
+    # pod_image (conftest.py): podman, SSH and the local pod image work, or the module fails naming what does not.
     tmp = tmp_path_factory.mktemp("teardown")
     key = tmp / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "td", "-f", str(key)], check=True)
