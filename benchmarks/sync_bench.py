@@ -1,16 +1,19 @@
 """Benchmark of the sync role's push against plain rsync over the same SSH endpoint (not a test).
 
 A 200 MB tree (many small files, a few large ones) in a temporary git repository is pushed to one pod of
-the podman-backed emulator:
+the podman-backed emulator, in each repetition, one after the other:
 
 - the role (`ansible-playbook`, `trainops.gpu.sync` with `tasks_from: push`): a first run into an empty
-  run directory, then a second run of the unchanged tree (provenance, rsync quick check, `sha256sum -c` of
-  the whole tree on the pod, Ansible's own start-up and per-task round trips);
-- `rsync -a` of the same tree (without `.git/`) to another directory of the same pod, first and second run.
+  run directory, then a second run of the unchanged tree. The push itself is one `trainops.gpu.sync_push`
+  task: provenance (git, the hash cache), one SSH connection, rsync's quick check, and the pod's check of
+  every file against the manifest; its own time (`timings.total_s`, measured inside the task) is reported
+  beside the whole playbook's;
+- `rsync -a` of the same tree (without `.git/`) to another directory of the same pod, first and second run;
+- an empty play against the same inventory: what any `ansible-playbook` run costs before its first task.
 
-Each repetition uses a fresh run id and a fresh rsync destination; the figures are medians. The ratios
-printed are role / raw rsync for the first and the unchanged second run, for the whole playbook and for the
-role's rsync task alone (its command's own time, from the JSON callback). `make bench-sync`.
+Each repetition uses a fresh run id and a fresh rsync destination. Printed: medians with their range, and the
+ratios of the push task and of the playbook to raw rsync (the baseline, measured in the same run).
+`make bench-sync`.
 """
 
 from __future__ import annotations
@@ -78,32 +81,40 @@ def start_pod(emu: EmulatorProcess, key: Path) -> int:
     return port
 
 
-def run_role(workdir: Path, src: Path, run_id: str) -> tuple[float, float, dict]:
-    """One ansible-playbook run of the role's push: (wall seconds, rsync task seconds, sync_push_result)."""
+def ansible_env() -> dict[str, str]:
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
     env.setdefault("ANSIBLE_COLLECTIONS_PATH", str(ROOT / "collections"))
+    return env
+
+
+def run_role(workdir: Path, src: Path, run_id: str) -> tuple[float, dict]:
+    """One ansible-playbook run of the role's push: (wall seconds, the sync_push task's result)."""
     started = time.perf_counter()
     result = subprocess.run(
         ["ansible-playbook", "-i", str(workdir / "inventory.yml"), str(workdir / "push.yml"),
          "-e", json.dumps({"bench_src": str(src), "bench_runs": str(workdir / "runs"), "bench_run_id": run_id})],
-        capture_output=True, text=True, env=env, check=False, cwd=ROOT,
+        capture_output=True, text=True, env=ansible_env(), check=False, cwd=ROOT,
     )  # fmt: skip
     wall = time.perf_counter() - started
     if result.returncode != 0:
         sys.exit(f"sync_bench: the role failed:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")
     report = json.loads(result.stdout[result.stdout.index("{") :])
-    rsync_s = 0.0
-    push_result: dict = {}
     for play in report["plays"]:
         for task in play["tasks"]:
             for host_result in task["hosts"].values():
-                cmd = host_result.get("cmd") or []
-                if cmd[:1] == ["rsync"]:
-                    hours, minutes, seconds = host_result["delta"].split(":")
-                    rsync_s = int(hours) * 3600 + int(minutes) * 60 + float(seconds)
-                facts = host_result.get("ansible_facts") or {}
-                push_result = facts.get("sync_push_result", push_result)
-    return wall, rsync_s, push_result
+                if "timings" in host_result and "manifest_sha256" in host_result:
+                    return wall, host_result
+    sys.exit("sync_bench: no sync_push result in the playbook's output")
+
+
+def run_empty_play(workdir: Path) -> float:
+    """ansible-playbook's own cost: the same inventory, one play with no task."""
+    started = time.perf_counter()
+    subprocess.run(
+        ["ansible-playbook", "-i", str(workdir / "inventory.yml"), str(workdir / "empty.yml")],
+        capture_output=True, text=True, env=ansible_env(), check=True, cwd=ROOT,
+    )  # fmt: skip
+    return time.perf_counter() - started
 
 
 def run_rsync(key: Path, port: int, src: Path, dest: str) -> float:
@@ -117,7 +128,7 @@ def run_rsync(key: Path, port: int, src: Path, dest: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="sync-bench-", dir="/var/tmp") as tmp:
@@ -145,32 +156,53 @@ def main() -> None:
                            "vars": {"sync_run_id": "{{ bench_run_id }}", "sync_src": "{{ bench_src }}",
                                     "sync_runs_dir": "{{ bench_runs }}"}}],
             }]))  # fmt: skip
+            (workdir / "empty.yml").write_text(json.dumps([{"name": "Empty", "hosts": "pod", "gather_facts": False,
+                                                             "tasks": []}]))  # fmt: skip
             rows: dict[str, list[float]] = {
-                k: [] for k in ("role1", "role2", "rsync1_task", "rsync2_task", "raw1", "raw2")
+                k: [] for k in ("role1", "role2", "push1", "push2", "raw1", "raw2", "empty")
             }
+            phases: list[dict] = []
             for rep in range(args.repeat):
-                wall, task, first = run_role(workdir, src, f"bench{rep}")
+                wall, first = run_role(workdir, src, f"bench{rep}")
                 rows["role1"].append(wall)
-                rows["rsync1_task"].append(task)
-                wall, task, second = run_role(workdir, src, f"bench{rep}")
+                rows["push1"].append(first["timings"]["total_s"])
+                wall, second = run_role(workdir, src, f"bench{rep}")
                 rows["role2"].append(wall)
-                rows["rsync2_task"].append(task)
-                if second.get("bytes_transferred") != 0 or second.get("files_transferred") != 0:
-                    sys.exit(f"sync_bench: the second push transferred content: {second}")
+                rows["push2"].append(second["timings"]["total_s"])
+                phases.append(second["timings"])
+                if second["bytes_transferred"] != 0 or second["files_transferred"] != 0 or second["changed"]:
+                    sys.exit(f"sync_bench: the second push transferred content or changed something: {second}")
+                if not second["verified"] or second["files_verified"] != first["files_verified"]:
+                    sys.exit(f"sync_bench: the second push did not verify every file: {second}")
                 rows["raw1"].append(run_rsync(key, port, src, f"/workspace/raw{rep}"))
                 rows["raw2"].append(run_rsync(key, port, src, f"/workspace/raw{rep}"))
-                pushed = f"{first.get('files_transferred')} files, {first.get('bytes_transferred', 0) / MIB:.0f} MiB"
-                timings = ", ".join(f"{k} {v[-1]:.2f} s" for k, v in rows.items())
-                print(f"rep {rep}: {timings}; first push sent {pushed}")
+                rows["empty"].append(run_empty_play(workdir))
+                pushed = f"{first['files_transferred']} files, {first['bytes_transferred'] / MIB:.0f} MiB"
+                timings = ", ".join(f"{k} {v[-1]:.3f} s" for k, v in rows.items())
+                print(f"rep {rep}: {timings}; first push sent {pushed}; second push {second['timings']}", flush=True)
+            report(rows, phases, size, files, args.repeat)
 
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):6.3f} s ({min(values):.3f}-{max(values):.3f})"
+
+
+def report(rows: dict[str, list[float]], phases: list[dict], size: int, files: int, repeat: int) -> None:
     med = {k: statistics.median(v) for k, v in rows.items()}
-    print(f"\nmedians of {args.repeat} ({size / MIB:.0f} MiB, {files} files):")
+    print(f"\nmedians (min-max) of {repeat} repetitions ({size / MIB:.0f} MiB, {files} files):")
+    print(f"  ansible-playbook with an empty play: {spread(rows['empty'])}")
     for run, n in (("first run ", "1"), ("second run", "2")):
         print(
-            f"  {run}: role {med['role' + n]:6.2f} s (its rsync task {med['rsync' + n + '_task']:.2f} s)"
-            f"   raw rsync -a {med['raw' + n]:6.2f} s   ratio role/raw {med['role' + n] / med['raw' + n]:5.2f}x"
-            f" playbook, {med['rsync' + n + '_task'] / med['raw' + n]:5.2f}x rsync task"
+            f"  {run}: sync_push task {spread(rows['push' + n])}   playbook {spread(rows['role' + n])}"
+            f"   raw rsync -a {spread(rows['raw' + n])}"
         )
+        print(
+            f"              ratio to raw rsync: sync_push task {med['push' + n] / med['raw' + n]:.2f}x,"
+            f" playbook {med['role' + n] / med['raw' + n]:.2f}x"
+        )
+    keys = ("provenance_s", "connect_wait_s", "rsync_s", "verify_s")
+    print("  second run, inside the task (medians): " + ", ".join(
+        f"{k} {statistics.median(p[k] for p in phases):.3f} s" for k in keys))  # fmt: skip
     print("  target: the unchanged second run within 1.2x of raw rsync's")
 
 

@@ -37,7 +37,9 @@ import socket
 import stat
 import subprocess
 import tempfile
+import time
 
+from ansible_collections.trainops.gpu.plugins.module_utils._source_verify import identity, racy
 from ansible_collections.trainops.gpu.plugins.module_utils._version import COLLECTION_VERSION
 import contextlib
 
@@ -62,6 +64,8 @@ POD_KEYS = ("id", "gpu_type", "gpu_count", "data_center", "image")
 MIN_SCRUB_LENGTH = 6
 CHUNK = 1024 * 1024
 GIT_TIMEOUT = 120
+HASH_CACHE_DIR = os.path.join(".cache", "source-hashes")
+HASH_CACHE_VERSION = 1
 
 
 class ProvenanceError(Exception):
@@ -516,7 +520,7 @@ def _open_regular(path):
 
 
 def _hash_regular(path, name):
-    """(sha256, size) of a regular file, read once through a fixed buffer."""
+    """(sha256, size, stat after the read) of a regular file, read once through a fixed buffer."""
     digest = hashlib.sha256()
     size = 0
     try:
@@ -527,15 +531,78 @@ def _hash_regular(path, name):
                 digest.update(chunk)
                 size += len(chunk)
                 chunk = handle.read(CHUNK)
+            after = os.fstat(handle.fileno())
     except OSError as exc:
         raise ProvenanceError("cannot read %s: %s" % (name, exc.strerror or exc)) from exc
-    return digest.hexdigest(), size
+    return digest.hexdigest(), size, after
 
 
-def file_entries(src, names):
+def hash_cache_path(runs_dir, src):
+    # type: (str, str) -> str
+    """Where the hashes of ``src``'s files are kept between records: one file per source tree, shared by its runs."""
+    key = sha256_bytes(os.path.realpath(src).encode("utf-8", "surrogateescape"))[:24]
+    return os.path.join(os.path.abspath(runs_dir), HASH_CACHE_DIR, key + ".json")
+
+
+class HashCache(object):
+    """The sha256 of files already read, keyed by (size, mtime_ns, ctime_ns, inode, device).
+
+    A write changes a file's ctime, which no user call can set back (utime sets mtime only), so a file edited
+    since, even with its size and mtime restored, misses and is read again. Entries whose mtime or ctime lie
+    within a clock tick of the moment the file was read are not kept (``racy``): a second write in the same tick
+    would not show (git's "racy clean" rule). A missing, damaged or foreign cache only costs a full read."""
+
+    def __init__(self, path, now_ns=None):
+        self.path = path
+        self.now_ns = now_ns
+        self.old = self._load(path)
+        self.new = {}
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def _load(path):
+        try:
+            with open(path, "rb") as handle:
+                data = json.loads(handle.read().decode("utf-8"))
+        except (IOError, OSError, ValueError):
+            return {}
+        if not isinstance(data, dict) or data.get("version") != HASH_CACHE_VERSION:
+            return {}
+        files = data.get("files")
+        return files if isinstance(files, dict) else {}
+
+    def lookup(self, name, st):
+        """The cached sha256 of ``name`` when ``st`` (its lstat) is the identity it was read with; else None."""
+        entry = self.old.get(name)
+        if isinstance(entry, list) and len(entry) == 6 and entry[:5] == identity(st):
+            self.hits += 1
+            self.new[name] = entry
+            return entry[5]
+        self.misses += 1
+        return None
+
+    def store(self, name, st, digest):
+        """Keep ``digest`` for ``st`` (the stat taken after the read) unless the file is racy."""
+        ident = identity(st)
+        if not racy(ident, time.time_ns() if self.now_ns is None else self.now_ns):
+            self.new[name] = [*ident, digest]
+
+    def save(self):
+        """Write the entries of this record (atomically), when they differ from the file's."""
+        if self.new == self.old:
+            return
+        directory = os.path.dirname(self.path)
+        if not os.path.isdir(directory):
+            os.makedirs(directory)
+        data = json.dumps({"version": HASH_CACHE_VERSION, "files": self.new}, sort_keys=True).encode("utf-8")
+        atomic_write(self.path, lambda handle: handle.write(data))
+
+
+def file_entries(src, names, cache=None):
     """(entries, skipped): for each regular file or symbolic link, its path, type, sha256, size and mode
     (a link's sha256 and size are its target's text); deleted tracked files, submodules and special files
-    are skipped with a reason."""
+    are skipped with a reason. With a HashCache, a regular file whose identity is cached is not read."""
     entries = []
     skipped = []
     for name in sorted(names, key=lambda n: n.encode("utf-8")):
@@ -554,7 +621,12 @@ def file_entries(src, names):
                 {"path": name, "type": "symlink", "target": target, "sha256": sha256_bytes(data), "size": len(data)}
             )
         elif stat.S_ISREG(st.st_mode):
-            digest, size = _hash_regular(path, name)
+            digest = cache.lookup(name, st) if cache is not None else None
+            size = st.st_size
+            if digest is None:
+                digest, size, after = _hash_regular(path, name)
+                if cache is not None:
+                    cache.store(name, after, digest)
             entries.append({"path": name, "type": "file", "sha256": digest, "size": size, "mode": mode})
         elif stat.S_ISDIR(st.st_mode):
             skipped.append({"path": name, "reason": "directory (a git submodule or a nested repository: not recorded)"})
@@ -838,8 +910,10 @@ def collect(
     archive="auto",
     git="git",
     now=None,
+    hash_cache=None,
 ):
-    """Read everything a run's provenance records; writes nothing."""
+    """Read everything a run's provenance records; writes nothing (``hash_cache``, a HashCache, is filled but
+    not saved)."""
     validate_run_id(run_id)
     _check_archive_mode(archive)
     env_record, secret_names, secrets, command_rec, config_rec, pod_rec = _read_inputs(
@@ -850,7 +924,7 @@ def collect(
         raise ProvenanceError("src %s is not a directory" % src)
     excluded = _excluded_paths(src, runs_dir)
     source, names = _read_source(git, src, excluded)
-    entries, skipped = file_entries(src, names)
+    entries, skipped = file_entries(src, names, hash_cache)
     archived = wants_archive(archive, source["vcs"], bool(source["dirty"]))
     _source_files(source, src, excluded, entries, skipped)
     record = {
@@ -1004,16 +1078,22 @@ def _record_archive(found, run_dir, archive_path, check_mode):
 
 
 def _keep_existing(rec, existing):
-    """Carry the existing record's CARRIED_KEYS into ``rec``, and its timestamps when nothing else changed."""
+    """Carry the existing record's CARRIED_KEYS into ``rec``, and its timestamps when nothing else changed.
+    True when ``rec`` is then the existing record itself (its file need not be rendered again)."""
     if not isinstance(existing, dict):
-        return
+        return False
     for key in CARRIED_KEYS:
         if key in existing:
             rec[key] = existing[key]
-    if comparable(existing) == comparable(json.loads(json.dumps(rec))):
-        for key in TIMESTAMP_KEYS:
-            if key in existing:
-                rec[key] = existing[key]
+    # json round trip: the record as it reads back (tuples as lists); the C encoder, not canonical_json's.
+    plain = json.loads(json.dumps(rec))
+    if comparable(existing) != comparable(plain):
+        return False
+    for key in TIMESTAMP_KEYS:
+        if key in existing:
+            rec[key] = existing[key]
+            plain[key] = existing[key]
+    return plain == existing
 
 
 def _write_texts(run_dir, texts, check_mode):
@@ -1044,13 +1124,19 @@ def record(
     check_mode=False,
     git="git",
     now=None,
+    hash_cache=None,
 ):
     """Collect the provenance and write ``<runs_dir>/<run_id>/`` (provenance.json, source.sha256, source.files,
     and source.tar when archived). Returns a dict: changed, provenance, path, source_manifest_path,
     file_list_path, archive_path, archive_sha256, files, bytes. In check mode nothing is written (the archive
-    is built in memory to hash it) and ``changed`` says whether anything would be."""
+    is built in memory to hash it) and ``changed`` says whether anything would be.
+
+    ``hash_cache``: the path of a HashCache file (``hash_cache_path(runs_dir, src)``), or None to read every
+    file. Files whose identity it holds are not read again; it is saved after the record (not in check mode).
+    ``hash_stats`` in the result counts the files read and those taken from it."""
     validate_run_id(run_id)
-    found = collect(src, run_id, runs_dir, command, config, config_is_trainer, env, pod, archive, git, now)
+    cache = HashCache(hash_cache) if hash_cache else None
+    found = collect(src, run_id, runs_dir, command, config, config_is_trainer, env, pod, archive, git, now, cache)
     run_dir = os.path.abspath(os.path.join(runs_dir, run_id))
     path = os.path.join(run_dir, PROVENANCE_NAME)
     manifest_path = os.path.join(run_dir, MANIFEST_NAME)
@@ -1061,10 +1147,17 @@ def record(
     existing = read_existing(path)
     archive_sha, changed = _record_archive(found, run_dir, archive_path, check_mode)
     rec = found.record
-    _keep_existing(rec, existing)
-    # provenance.json last: it names the files written before it.
-    texts = ((manifest_path, found.manifest), (list_path, found.file_list), (path, canonical_json(rec)))
+    same = _keep_existing(rec, existing)
+    # provenance.json last: it names the files written before it. An unchanged record is not rendered again
+    # (canonical_json's indented form is the slow part of an unchanged record of a large tree).
+    texts = [(manifest_path, found.manifest), (list_path, found.file_list)]
+    if not same:
+        texts.append((path, canonical_json(rec)))
     changed = _write_texts(run_dir, texts, check_mode) or changed
+    if cache is not None and not check_mode:
+        # A cache that cannot be written only costs a full read next time.
+        with contextlib.suppress(IOError, OSError):
+            cache.save()
     return {
         "changed": changed,
         "provenance": rec,
@@ -1076,4 +1169,5 @@ def record(
         "archive_sha256": archive_sha,
         "files": rec["source"]["file_count"],
         "bytes": rec["source"]["bytes"],
+        "hash_stats": {"cached": cache.hits, "read": cache.misses} if cache is not None else None,
     }
