@@ -69,8 +69,8 @@ def acquire(lock, host, pid, stale_minutes, now=None, dry_run=False):
             return "acquired", None
     else:
         parent = os.path.dirname(lock)
-        if parent and not os.path.isdir(parent):
-            os.makedirs(parent)
+        if parent:
+            os.makedirs(parent, exist_ok=True)  # two controllers may make it at once
         try:
             os.mkdir(lock)
         except FileExistsError:

@@ -611,3 +611,77 @@ def test_module_bad_run_id_fails_before_writing(repo, runs, capsys):
     rc, result = run_module(capsys, {"src": str(repo), "run_id": "../escape", "runs_dir": str(runs), "command": "x"})
     assert rc == 1 and result["failed"] and "run_id must be" in result["msg"]
     assert not runs.exists() and not (runs.parent / "escape").exists()
+
+
+# --- the hash cache ---------------------------------------------------------------------------------------
+
+
+def cached_record(src, runs_dir, **kwargs):
+    return record(src, runs_dir, hash_cache=prov.hash_cache_path(str(runs_dir), str(src)), **kwargs)
+
+
+def test_hash_cache_reads_only_changed_files_and_records_the_same(repo, runs, monkeypatch):
+    first = cached_record(repo, runs)
+    assert first["hash_stats"] == {"cached": 0, "read": 5}
+    cache_file = pathlib.Path(prov.hash_cache_path(str(runs), str(repo)))
+    assert cache_file.parent == runs / ".cache" / "source-hashes"
+    # Files written just now are racy: not kept until their ctime is a tick in the past.
+    monkeypatch.setattr(prov.time, "time_ns", lambda: os.stat(repo).st_ctime_ns + 5 * 10**9)
+    second = cached_record(repo, runs)
+    assert second["hash_stats"] == {"cached": 0, "read": 5}
+    third = cached_record(repo, runs)
+    assert third["hash_stats"] == {"cached": 5, "read": 0}
+    assert third["provenance"]["source"] == first["provenance"]["source"]
+    assert not third["changed"]
+    uncached = record(repo, runs)
+    assert uncached["provenance"]["source"]["manifest_sha256"] == first["provenance"]["source"]["manifest_sha256"]
+    assert uncached["hash_stats"] is None
+
+
+def test_hash_cache_sees_an_edit_with_size_and_mtime_restored(repo, runs, monkeypatch):
+    monkeypatch.setattr(prov.time, "time_ns", lambda: os.stat(repo / "train.py").st_ctime_ns + 5 * 10**9)
+    cached_record(repo, runs)
+    assert cached_record(repo, runs)["hash_stats"]["read"] == 0
+    target = repo / "train.py"
+    before = target.stat()
+    target.write_text("print('TRAIN')\n")  # same size
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert target.stat().st_size == before.st_size and target.stat().st_mtime_ns == before.st_mtime_ns
+    monkeypatch.setattr(prov.time, "time_ns", lambda: target.stat().st_ctime_ns + 5 * 10**9)
+    again = cached_record(repo, runs)
+    assert again["hash_stats"] == {"cached": 4, "read": 1}
+    entry = next(e for e in again["provenance"]["source"]["files"] if e["path"] == "train.py")
+    assert entry["sha256"] == sha256(target)
+
+
+def test_racy_files_are_not_cached(repo, runs, monkeypatch):
+    newest = max(os.stat(path).st_ctime_ns for path in repo.rglob("*") if ".git" not in path.parts)
+    cache_file = pathlib.Path(prov.hash_cache_path(str(runs), str(repo)))
+    # Read 50 ms after the newest change: within a tick of it (0.1 s on a filesystem with sub-second times).
+    monkeypatch.setattr(prov.time, "time_ns", lambda: newest + 50 * 10**6)
+    assert cached_record(repo, runs)["hash_stats"] == {"cached": 0, "read": 5}
+    assert not cache_file.exists() or "train.py" not in json.loads(cache_file.read_text())["files"]
+    monkeypatch.setattr(prov.time, "time_ns", lambda: newest + 150 * 10**6)
+    assert cached_record(repo, runs)["hash_stats"] == {"cached": 0, "read": 5}
+    assert len(json.loads(cache_file.read_text())["files"]) == 5
+    assert cached_record(repo, runs)["hash_stats"] == {"cached": 5, "read": 0}
+
+
+def test_a_damaged_or_foreign_cache_costs_a_full_read_only(repo, runs, monkeypatch):
+    monkeypatch.setattr(prov.time, "time_ns", lambda: os.stat(repo).st_ctime_ns + 5 * 10**9)
+    first = cached_record(repo, runs)
+    cache_file = pathlib.Path(prov.hash_cache_path(str(runs), str(repo)))
+    for damage in ("{not json", json.dumps({"version": 99, "files": {}}), json.dumps({"version": 1, "files": []})):
+        cache_file.write_text(damage)
+        again = cached_record(repo, runs)
+        assert again["hash_stats"] == {"cached": 0, "read": 5}
+        assert again["provenance"]["source"] == first["provenance"]["source"]
+    # A wrong hash under the right identity would be trusted: the cache is keyed by what no user call can
+    # forge back (ctime), so only a hand edit of the cache file makes one. The record then says so.
+    data = json.loads(cache_file.read_text())
+    assert set(data["files"]) == {"train.py", "run.sh", "pkg/model.py", ".gitignore", "name with space.txt"}
+
+
+def test_check_mode_does_not_write_the_cache(repo, runs):
+    cached_record(repo, runs, check_mode=True)
+    assert not (runs / ".cache").exists()
