@@ -156,8 +156,8 @@ def main() -> None:
                            "vars": {"sync_run_id": "{{ bench_run_id }}", "sync_src": "{{ bench_src }}",
                                     "sync_runs_dir": "{{ bench_runs }}"}}],
             }]))  # fmt: skip
-            (workdir / "empty.yml").write_text(json.dumps([{"name": "Empty", "hosts": "pod", "gather_facts": False,
-                                                             "tasks": []}]))  # fmt: skip
+            empty = [{"name": "Empty", "hosts": "pod", "gather_facts": False, "tasks": []}]
+            (workdir / "empty.yml").write_text(json.dumps(empty))
             rows: dict[str, list[float]] = {
                 k: [] for k in ("role1", "role2", "push1", "push2", "raw1", "raw2", "empty")
             }

@@ -20,8 +20,8 @@ description:
     missing). rsync's quick check (size and mtime) sends no file content for an unchanged tree. Nothing on the
     pod is deleted.
   - Sends the manifest C(source.sha256) to the pod, keeps it as C(<dest>/source.sha256), and checks every listed
-    file under C(<dest>/src/) with the pod's Python (standard library only): a regular file with the listed
-    sha256. Fails naming the files that are missing, not regular files or different.
+    file under C(<dest>/src/) with the pod's Python (standard library only); each must be a regular file with the
+    listed sha256. Fails naming the files that are missing, not regular files or different.
   - With O(verify=cached) the pod reads only the files whose size, mtime, ctime, inode or device changed since its
     last check (hashes kept in C(<dest>/.source.verify.json)); a write on the pod always changes the ctime, so a
     file edited there is read again even with its size and mtime restored.
@@ -33,6 +33,8 @@ extends_documentation_fragment:
 attributes:
   action:
     support: full
+  async:
+    support: none
   bypass_host_loop:
     support: none
   check_mode:
@@ -190,7 +192,7 @@ dest:
   type: str
 timings:
   description:
-    - Seconds spent: C(provenance_s) (recording, while the connection opens), C(connect_wait_s) (waiting for the
+    - Seconds spent in C(provenance_s) (recording, while the connection opens), C(connect_wait_s) (waiting for the
       connection after that), C(rsync_s), C(verify_s), C(total_s).
   returned: always
   type: dict
