@@ -96,7 +96,7 @@ def _tail(text, limit=2000):
 
 
 class _Connection:
-    """One SSH master connection to the pod; ``argv()`` runs a command through it."""
+    """One SSH master connection to the pod; ``rsh()`` and ``popen()`` go through it."""
 
     def __init__(self, rsh, remote, connect_timeout):
         words = shlex.split(rsh)
@@ -105,7 +105,8 @@ class _Connection:
         # ssh takes the first value given for an option: ours go before the caller's.
         self.program, self.options = words[0], words[1:]
         self.host = remote.replace("[", "").replace("]", "")
-        self.directory = tempfile.mkdtemp(prefix="trainops-ssh-")
+        # A short path: a control socket's path must fit in 104 bytes (macOS's $TMPDIR alone is near 50).
+        self.directory = tempfile.mkdtemp(prefix="trainops-ssh-", dir="/tmp" if os.path.isdir("/tmp") else None)
         self.socket = os.path.join(self.directory, "cm")
         self.timeout = connect_timeout
         self.master = None
