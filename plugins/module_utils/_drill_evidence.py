@@ -31,6 +31,7 @@ import os
 import struct
 
 from ansible_collections.trainops.gpu.plugins.module_utils._checkpoint_format import step_dirname
+from ansible_collections.trainops.gpu.plugins.module_utils._source_verify import same_bytes
 
 FORMAT_VERSION = 1
 REPORT_JSON_NAME = "report.json"
@@ -914,17 +915,9 @@ def report_json_bytes(report):
     return (json.dumps(report, indent=2, sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
 
 
-def _same_bytes(path, data):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read() == data
-    except (IOError, OSError):
-        return False
-
-
 def files_to_change(files):
     """The (path, bytes) pairs whose file does not already hold those bytes."""
-    return [(path, data) for path, data in files if not _same_bytes(path, data)]
+    return [(path, data) for path, data in files if not same_bytes(path, data)]
 
 
 def write_files(directory, files, atomic_write):

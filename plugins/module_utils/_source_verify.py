@@ -150,7 +150,9 @@ def _atomic_write(path, data):
         raise
 
 
-def _same_bytes(path, data):
+def same_bytes(path, data):
+    # type: (str, bytes) -> bool
+    """True when the file at ``path`` holds exactly ``data`` (False when it cannot be read)."""
     try:
         with open(path, "rb") as handle:
             return handle.read() == data
@@ -209,7 +211,7 @@ class Request(object):
         """Keep the manifest, check every listed file now, save the hashes that may be trusted next time."""
         if not os.path.isdir(self.root):
             raise VerifyError("%s is not a directory on the pod" % self.root)
-        manifest_written = not _same_bytes(self.manifest_path, self.manifest)
+        manifest_written = not same_bytes(self.manifest_path, self.manifest)
         if manifest_written:
             _atomic_write(self.manifest_path, self.manifest)
         bad = []
