@@ -16,9 +16,9 @@ description:
     socket, closed at the end).
   - Records the source as M(trainops.gpu.provenance) does (same record, files and hash cache) in
     C(<runs_dir>/<run_id>/), while the SSH connection is being opened.
-  - Runs C(rsync --archive --files-from=<runs_dir>/<run_id>/source.files) into C(<dest>/src/) (made when
-    missing). rsync's quick check (size and mtime) sends no file content for an unchanged tree. Nothing on the
-    pod is deleted.
+  - Runs C(rsync --archive --relative) of exactly the recorded paths (those of C(<runs_dir>/<run_id>/source.files),
+    given as arguments) into C(<dest>/src/) (made when missing), through that connection. rsync's quick check
+    (size and mtime) sends no file content for an unchanged tree. Nothing on the pod is deleted.
   - Sends the manifest C(source.sha256) to the pod, keeps it as C(<dest>/source.sha256), and checks every listed
     file under C(<dest>/src/) with the pod's Python (standard library only); each must be a regular file with the
     listed sha256. Fails naming the files that are missing, not regular files or different.
