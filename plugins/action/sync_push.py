@@ -175,10 +175,11 @@ class _Verifier:
         self.args = args
         with open(recorded["source_manifest_path"], "rb") as handle:
             manifest = handle.read()
-        python = args["python"] if not args["python"].startswith("auto") else "python3"
+        # An interpreter may be given with arguments (/usr/bin/env python3); auto... is Ansible's discovery.
+        python = shlex.split(args["python"]) if not args["python"].startswith("auto") else ["python3"]
         with open(_source_verify.__file__, encoding="utf-8") as handle:
             script = handle.read()
-        words = (python, "-c", script, args["dest"], "src", recorded["provenance"]["source"]["manifest_sha256"],
+        words = (*python, "-c", script, args["dest"], "src", recorded["provenance"]["source"]["manifest_sha256"],
                  args["verify"])  # fmt: skip
         self.errors = tempfile.TemporaryFile()  # noqa: SIM115 (closed in finish)
         self.process = connection.popen(" ".join(shlex.quote(word) for word in words), self.errors)
@@ -350,6 +351,8 @@ class ActionModule(ActionBase):
         run_dir = os.path.join(args["runs_dir"], args["run_id"])
         if os.path.lexists(run_dir) and not os.path.isdir(run_dir):
             problems.append("%s exists and is not a directory" % run_dir)
+        if not shlex.split(args["python"] or ""):
+            problems.append("python is empty")
         if not args["dest"].startswith("/"):
             problems.append("dest must be an absolute path on the pod, got %r" % args["dest"])
         for name in ("rsync_timeout", "verify_timeout", "connect_timeout"):

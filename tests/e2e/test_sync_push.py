@@ -142,7 +142,7 @@ def test_push_sends_exactly_the_recorded_files_and_an_unchanged_push_moves_and_r
     rc, second, printed = pod.push()
     assert rc == 0, printed
     assert not second["changed"] and second["bytes_transferred"] == 0 and second["itemized"] == []
-    rc, third, printed = pod.push()
+    rc, third, printed = pod.push(ansible_python_interpreter="/usr/bin/env python3")  # an interpreter with arguments
     assert rc == 0, printed
     assert not third["changed"]
     assert third["files_hashed_on_pod"] == 0 and third["hash_stats"]["read"] == 0
