@@ -3,7 +3,9 @@ gives GPU telemetry), the source pushed by the sync role, the command run as a j
 pod stopped and its final state read back from the API.
 
 Three ansible-playbook runs share one emulator and one pod: a run that creates the pod and stops it, a run
-that reuses it (started again) and keeps it running, a failing command (exit 3) on the same pod.
+that reuses it (started again) and keeps it running, a failing command (exit 3) on the same pod. Three more
+reuse a network volume made through the API beforehand: by name (a file written on it), by id on a second pod
+(the file read back), and a volume name that does not exist (nothing created).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import pytest
 from runpod_emulator.doctor import DoctorFailure, ensure_pods_can_run
 from runpod_emulator.testing import run_emulator_playbook
-from runpod_integration_helpers import ROOT, EmulatorProcess, live_pods
+from runpod_integration_helpers import MUTATING, ROOT, EmulatorProcess, live_pods, recorded
 
 pytestmark = [pytest.mark.podman, pytest.mark.slow]
 
@@ -151,7 +153,7 @@ def test_bench_runs_a_command_end_to_end_with_evidence(bench: Bench, first_run):
     pod = report["pod"]
     assert pod["action"] == "created" and pod["gpu_type"] == "NVIDIA H100 80GB HBM3" and pod["gpu_count"] == 2
     assert [g["index"] for g in pod["gpus_seen"]] == [0, 1] and "(emulated)" in pod["gpus_seen"][0]["name"]
-    assert pod["final_status"] == "EXITED"
+    assert pod["final_status"] == "EXITED" and pod["network_volume"] is None and report["network_volume"] is None
     assert bench.api_pod(pod["id"])["status"] == "EXITED"
     state = state_of(run_dir)
     resource = pod_resource(state)
@@ -193,3 +195,104 @@ def test_bench_failing_command_fails_the_play_after_the_report(bench: Bench, fir
     assert report["pod"]["final_status"] == "EXITED" and bench.api_pod(pod_id)["status"] == "EXITED"
     assert pod_resource(state_of(run_dir))["status"] == "EXITED"
     assert [p["id"] for p in live_pods(bench.emulator)] == [pod_id]
+
+
+# The network volume tests run last: their pods are terminated, so the tests above see only their own pod.
+VOLUME_NAME = "bench-data"
+# EU-SE-1 has RTX 4090s (bench's default GPU) but is not where a pod without a volume is placed (EU-RO-1).
+VOLUME_DATA_CENTER = "EU-SE-1"
+
+
+@pytest.fixture(scope="module")
+def volume(bench: Bench) -> dict[str, Any]:
+    """A network volume made through the API before any run, as an operator would."""
+    body = {"name": VOLUME_NAME, "size": 10, "dataCenter": VOLUME_DATA_CENTER}
+    status, _headers, created = bench.emulator.api("POST", "/v2/network-volumes", body)
+    assert status == 201, created
+    return created
+
+
+def api_volumes(bench: Bench) -> list[dict[str, Any]]:
+    status, _headers, body = bench.emulator.api("GET", "/v2/network-volumes")
+    assert status == 200, body
+    return body["networkVolumes"]
+
+
+def test_bench_mounts_an_existing_network_volume_and_leaves_it(bench: Bench, volume):
+    # By name: the command writes a file into the run directory on the volume (<durable>/trainops/vol1/).
+    done, run_dir = bench.run(
+        bench_run_id="vol1",
+        bench_command="echo written-by-vol1 > ../marker.txt && cat ../marker.txt",
+        bench_network_volume=VOLUME_NAME,
+    )
+    assert done.returncode == 0, explain(done)
+    report = report_of(run_dir)
+    pod_id = report["pod"]["id"]
+    assert report["pod"]["action"] == "created" and report["problems"] == []
+    assert report["network_volume"] == report["network_volume"] | {
+        "id": volume["id"],
+        "name": VOLUME_NAME,
+        "data_center_id": VOLUME_DATA_CENTER,
+        "action": "reused",
+    }
+    assert report["pod"]["network_volume"] == {"id": volume["id"], "path": "/workspace"}
+    assert report["pod"]["durable_root"] == "/workspace" and report["pod"]["data_center_id"] == VOLUME_DATA_CENTER
+    assert "written-by-vol1" in Path(report["paths"]["local"]["log"]).read_text()
+    pod = bench.api_pod(pod_id)
+    assert pod["mounts"]["network"] == [{"volumeId": volume["id"], "path": "/workspace"}], pod
+    assert "persistent" not in pod["mounts"] or not pod["mounts"]["persistent"], pod
+    assert pod["dataCenterId"] == VOLUME_DATA_CENTER and pod["status"] == "EXITED"
+    # state.json records the volume as reused (nothing for a clean-up to delete) and the pod on it.
+    state = state_of(run_dir)
+    assert [r["kind"] for r in state["resources"]] == ["network_volume", "ssh_key", "pod"]
+    [recorded_volume] = [r for r in state["resources"] if r["kind"] == "network_volume"]
+    assert recorded_volume["id"] == volume["id"] and recorded_volume["action"] == "reused"
+    assert pod_resource(state)["network_volume_id"] == volume["id"]
+    assert api_volumes(bench) == [volume]
+
+    # The pod goes (terminated through the API); the volume and the file on it stay.
+    assert bench.emulator.api("DELETE", f"/v2/pods/{pod_id}")[0] == 204
+    assert bench.emulator.api("GET", f"/v2/pods/{pod_id}")[0] == 404
+    assert api_volumes(bench) == [volume]
+
+    # By id, on a second pod that this run terminates at the end: the file written on the first pod is there.
+    done, run_dir = bench.run(
+        bench_run_id="vol2",
+        bench_command="cat ../../vol1/marker.txt",
+        bench_network_volume=volume["id"],
+        bench_terminate="trainops-vol2-bench",
+    )
+    assert done.returncode == 0, explain(done)
+    report = report_of(run_dir)
+    assert report["pod"]["id"] != pod_id and report["pod"]["action"] == "created" and report["problems"] == []
+    assert report["network_volume"]["id"] == volume["id"] and report["network_volume"]["action"] == "reused"
+    assert report["pod"]["network_volume"] == {"id": volume["id"], "path": "/workspace"}
+    assert report["pod"]["final_status"] == "TERMINATED"
+    assert "written-by-vol1" in Path(report["paths"]["local"]["log"]).read_text()
+    state = state_of(run_dir)
+    assert [(r["kind"], r["action"]) for r in state["resources"]] == [
+        ("network_volume", "reused"),
+        ("ssh_key", "reused"),
+        ("pod", "created"),
+    ]
+    assert pod_resource(state)["network_volume_id"] == volume["id"]
+    assert api_volumes(bench) == [volume]
+    assert report["pod"]["id"] not in [p["id"] for p in live_pods(bench.emulator)]
+
+
+def test_bench_unknown_network_volume_fails_before_anything_is_created(bench: Bench, volume):
+    pods_before = [p["id"] for p in live_pods(bench.emulator)]
+    bench.emulator.admin("DELETE", "/_emulator/requests")
+    done, run_dir = bench.run(bench_run_id="volbad", bench_command="true", bench_network_volume="no-such-volume")
+    assert done.returncode != 0, explain(done)
+    message = "bench_network_volume no-such-volume: no network volume has this name or id. Nothing was created."
+    assert message in done.stdout, explain(done)
+    report = report_of(run_dir)
+    assert report["problems"][0] == (
+        f'provisioning failed at "Check that bench_network_volume names one volume": {message}'
+    )
+    assert report["pod"]["id"] is None and report["network_volume"] is None
+    assert state_of(run_dir)["resources"] == []
+    mutating = [(r["method"], r["path"]) for r in recorded(bench.emulator) if r["method"] in MUTATING]
+    assert mutating == []
+    assert [p["id"] for p in live_pods(bench.emulator)] == pods_before and api_volumes(bench) == [volume]
