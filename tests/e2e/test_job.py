@@ -18,8 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from runpod_emulator.doctor import DoctorFailure, ensure_pods_can_run
-from runpod_emulator.testing import EmulatorProcess, ssh_run, wait_for_login
+from runpod_emulator.testing import EmulatorProcess, ansible_env, ssh_run, wait_for_login
 
 pytestmark = pytest.mark.podman
 
@@ -40,9 +39,9 @@ class Pods:
         self.tmp = tmp
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(
-            ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
+        return ansible_env(
+            self.emulator.url,
+            self.emulator.api_key,
             ANSIBLE_HOST_KEY_CHECKING="False",
             ANSIBLE_PIPELINING="True",
             # No ControlMaster: the connection dies with the ansible process.
@@ -51,7 +50,6 @@ class Pods:
             ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
             ANSIBLE_RETRY_FILES_ENABLED="False",
         )
-        return env
 
     def adhoc_cmd(self, host: str, args: dict, check: bool = False) -> list[str]:
         cmd = ["ansible", host, "-i", str(self.inventory), "-m", "trainops.gpu.job", "-a", json.dumps(args)]
@@ -130,11 +128,7 @@ def host_result(out: str, err: str, host: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def pods(tmp_path_factory: pytest.TempPathFactory):
-    try:
-        ensure_pods_can_run()
-    except DoctorFailure as exc:
-        pytest.fail(str(exc), pytrace=False)
+def pods(tmp_path_factory: pytest.TempPathFactory, pod_image: str):
     tmp = tmp_path_factory.mktemp("job")
     key = tmp / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "job-test", "-f", str(key)], check=True)

@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runpod_emulator.doctor import DoctorFailure, ensure_pods_can_run
-from runpod_emulator.testing import EmulatorProcess
+from runpod_emulator.testing import EmulatorProcess, ansible_env
 
 pytestmark = [pytest.mark.podman, pytest.mark.slow]
 
@@ -46,18 +45,7 @@ class Drill:
         self.src = tmp / "src"
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(
-            ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
-            ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-            RUNPOD_API_URL=self.emulator.url,
-            RUNPOD_API_KEY=self.emulator.api_key,
-            RUNPOD_SSH_PRIVATE_KEY=str(self.key),
-            ANSIBLE_NOCOLOR="1",
-            ANSIBLE_FORCE_COLOR="0",
-            ANSIBLE_LOCALHOST_WARNING="0",
-        )
-        return env
+        return ansible_env(self.emulator.url, self.emulator.api_key, RUNPOD_SSH_PRIVATE_KEY=str(self.key))
 
     def command(self, extra_vars: dict[str, Any], *args: str) -> list[str]:
         extra_vars = {
@@ -138,12 +126,7 @@ def state_of(run_dir: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def drill(tmp_path_factory: pytest.TempPathFactory):
-    os.environ.setdefault("CONTAINERS_CONF", str(ROOT / "config" / "containers.conf"))
-    try:
-        ensure_pods_can_run()
-    except DoctorFailure as exc:
-        pytest.fail(str(exc), pytrace=False)
+def drill(tmp_path_factory: pytest.TempPathFactory, pod_image: str):
     tmp = tmp_path_factory.mktemp("drill")
     (tmp / "key").mkdir()
     # A source tree of its own (the trainer only), committed: the repository's tree may change while the test

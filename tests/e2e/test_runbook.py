@@ -249,16 +249,10 @@ def recap(output: str) -> dict[str, dict[str, int]]:
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory):
+def session(tmp_path_factory: pytest.TempPathFactory, pod_image: str):
     """The runbook's emulator commands, run in one bash session against a private podman emulator."""
-    from runpod_emulator.doctor import DoctorFailure, ensure_pods_can_run
     from runpod_emulator.testing import EmulatorProcess
 
-    os.environ.setdefault("CONTAINERS_CONF", str(ROOT / "config" / "containers.conf"))
-    try:
-        ensure_pods_can_run()
-    except DoctorFailure as exc:
-        pytest.fail(str(exc), pytrace=False)
     tmp = tmp_path_factory.mktemp("runbook")
     checkout = snapshot_checkout(tmp / "checkout")
     home, runs, out = tmp / "home", checkout / "runs", tmp / "out"

@@ -10,7 +10,6 @@ ansible as subprocesses of this checkout's virtual environment. Nothing of the c
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any
 
 # Installed editable in the virtual environment (pip install -e emulator).
 from runpod_emulator.testing import EmulatorProcess
+from runpod_emulator.testing import ansible_env as emulator_ansible_env
 
 ROOT = Path(__file__).resolve().parents[3]
 PLAYBOOKS = Path(__file__).resolve().parent / "playbooks"
@@ -60,19 +60,8 @@ class AnsibleRun:
 
 
 def ansible_env(emulator: EmulatorProcess, api_key: str | None = None, **extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        RUNPOD_API_URL=emulator.url,
-        RUNPOD_API_KEY=api_key if api_key is not None else emulator.api_key,
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORCE_COLOR="0",
-        ANSIBLE_LOCALHOST_WARNING="0",
-        ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-    )
-    env.update(extra)
-    return env
+    """runpod_emulator.testing.ansible_env for `emulator`, with its key unless `api_key` is given."""
+    return emulator_ansible_env(emulator.url, api_key if api_key is not None else emulator.api_key, **extra)
 
 
 def run_playbook(
