@@ -247,6 +247,14 @@ def test_bad_input_fails_before_anything_is_created(drill: Drill):
     assert "unknown mode(s)" in done.stdout and "meteor" in done.stdout, explain(done)
     done = drill.run({"resume_drill_run_id": "../escape"}, timeout=120)
     assert done.returncode != 0 and "resume_drill_run_id" in done.stdout, explain(done)
+    # Outside the emulator RunPod cannot fail a host: listing host_failure without its command is bad input...
+    done = drill.run({"resume_drill_run_id": "bad", "resume_drill_emulator": False,
+                      "resume_drill_modes": ["kill", "host_failure"]}, timeout=120)  # fmt: skip
+    assert done.returncode != 0, explain(done)
+    assert "host_failure needs resume_drill_host_failure_command outside the emulator" in done.stdout, explain(done)
+    # ...and auto drills the four modes the API can cause (check mode stops after the plan, naming them).
+    done = drill.run({"resume_drill_run_id": "bad", "resume_drill_emulator": False}, "--check", timeout=120)
+    assert "drill kill, sigterm, stop_start, recreate, and" in " ".join(done.stdout.split()), explain(done)
     assert drill.mutating_requests() == before
     assert not (drill.runs / "bad").exists()
 
