@@ -238,6 +238,8 @@ def test_bench_mounts_an_existing_network_volume_and_leaves_it(bench: Bench, vol
     assert report["pod"]["network_volume"] == {"id": volume["id"], "path": "/workspace"}
     assert report["pod"]["durable_root"] == "/workspace" and report["pod"]["data_center_id"] == VOLUME_DATA_CENTER
     assert "written-by-vol1" in Path(report["paths"]["local"]["log"]).read_text()
+    markdown = (run_dir / "bench-report.md").read_text()
+    assert f"| network volume | {volume['id']} `{VOLUME_NAME}` (reused), mounted at /workspace |" in markdown, markdown
     pod = bench.api_pod(pod_id)
     assert pod["mounts"]["network"] == [{"volumeId": volume["id"], "path": "/workspace"}], pod
     assert "persistent" not in pod["mounts"] or not pod["mounts"]["persistent"], pod
