@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from runpod_emulator.testing import SSH_OPTIONS, EmulatorProcess, wait_for_login
+from runpod_emulator.testing import SSH_OPTIONS, EmulatorProcess, ansible_env, wait_for_login
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU = "NVIDIA H100 80GB HBM3"
@@ -81,19 +81,13 @@ def start_pod(emu: EmulatorProcess, key: Path) -> int:
     return port
 
 
-def ansible_env() -> dict[str, str]:
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
-    env.setdefault("ANSIBLE_COLLECTIONS_PATH", str(ROOT / "collections"))
-    return env
-
-
-def run_role(workdir: Path, src: Path, run_id: str) -> tuple[float, dict]:
+def run_role(workdir: Path, env: dict[str, str], src: Path, run_id: str) -> tuple[float, dict]:
     """One ansible-playbook run of the role's push: (wall seconds, the sync_push task's result)."""
     started = time.perf_counter()
     result = subprocess.run(
         ["ansible-playbook", "-i", str(workdir / "inventory.yml"), str(workdir / "push.yml"),
          "-e", json.dumps({"bench_src": str(src), "bench_runs": str(workdir / "runs"), "bench_run_id": run_id})],
-        capture_output=True, text=True, env=ansible_env(), check=False, cwd=ROOT,
+        capture_output=True, text=True, env=env, check=False, cwd=ROOT,
     )  # fmt: skip
     wall = time.perf_counter() - started
     if result.returncode != 0:
@@ -107,12 +101,12 @@ def run_role(workdir: Path, src: Path, run_id: str) -> tuple[float, dict]:
     sys.exit("sync_bench: no sync_push result in the playbook's output")
 
 
-def run_empty_play(workdir: Path) -> float:
+def run_empty_play(workdir: Path, env: dict[str, str]) -> float:
     """ansible-playbook's own cost: the same inventory, one play with no task."""
     started = time.perf_counter()
     subprocess.run(
         ["ansible-playbook", "-i", str(workdir / "inventory.yml"), str(workdir / "empty.yml")],
-        capture_output=True, text=True, env=ansible_env(), check=True, cwd=ROOT,
+        capture_output=True, text=True, env=env, check=True, cwd=ROOT,
     )  # fmt: skip
     return time.perf_counter() - started
 
@@ -144,6 +138,7 @@ def main() -> None:
 
         with EmulatorProcess(backend="podman", state_dir=workdir / "emu") as emu:
             port = start_pod(emu, key)
+            env = ansible_env(emu.url, emu.api_key, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
             (workdir / "inventory.yml").write_text(json.dumps({"all": {"hosts": {"pod": {
                 "ansible_host": "127.0.0.1", "ansible_port": port, "ansible_user": "root",
                 "ansible_ssh_private_key_file": str(key), "ansible_python_interpreter": "/usr/bin/python3",
@@ -163,10 +158,10 @@ def main() -> None:
             }
             phases: list[dict] = []
             for rep in range(args.repeat):
-                wall, first = run_role(workdir, src, f"bench{rep}")
+                wall, first = run_role(workdir, env, src, f"bench{rep}")
                 rows["role1"].append(wall)
                 rows["push1"].append(first["timings"]["total_s"])
-                wall, second = run_role(workdir, src, f"bench{rep}")
+                wall, second = run_role(workdir, env, src, f"bench{rep}")
                 rows["role2"].append(wall)
                 rows["push2"].append(second["timings"]["total_s"])
                 phases.append(second["timings"])
@@ -176,7 +171,7 @@ def main() -> None:
                     sys.exit(f"sync_bench: the second push did not verify every file: {second}")
                 rows["raw1"].append(run_rsync(key, port, src, f"/workspace/raw{rep}"))
                 rows["raw2"].append(run_rsync(key, port, src, f"/workspace/raw{rep}"))
-                rows["empty"].append(run_empty_play(workdir))
+                rows["empty"].append(run_empty_play(workdir, env))
                 pushed = f"{first['files_transferred']} files, {first['bytes_transferred'] / MIB:.0f} MiB"
                 timings = ", ".join(f"{k} {v[-1]:.3f} s" for k, v in rows.items())
                 print(f"rep {rep}: {timings}; first push sent {pushed}; second push {second['timings']}", flush=True)

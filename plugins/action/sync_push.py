@@ -252,7 +252,7 @@ class _Push:
         else:
             self.argv.append("--rsync-path=mkdir -p %s && rsync" % shlex.quote(self.dest))
         self.batches = list(_batches(["./" + name for name in names]))
-        self.pushed = {"moved": False, "itemized": [], "files": 0, "bytes": 0}
+        self.pushed = {"itemized": [], "files": 0, "bytes": 0}
 
     def _run(self, rsh, paths):
         done = subprocess.run(
@@ -269,7 +269,6 @@ class _Push:
             )
         stdout = done.stdout
         itemized = [line for line in stdout.splitlines() if CONTENT_MOVED.match(line)]
-        self.pushed["moved"] = self.pushed["moved"] or bool(itemized)
         self.pushed["itemized"] += itemized
         self.pushed["files"] += _stat_number(TRANSFERRED, stdout)
         self.pushed["bytes"] += _stat_number(TRANSFERRED_BYTES, stdout)
@@ -319,7 +318,7 @@ class ActionModule(ActionBase):
         timings["total_s"] = round(time.monotonic() - started, 3)
         source = recorded["provenance"]["source"]
         result.update(
-            changed=bool(recorded["changed"] or pushed["moved"] or (checked or {}).get("manifest_written")),
+            changed=bool(recorded["changed"] or pushed["itemized"] or (checked or {}).get("manifest_written")),
             files=recorded["files"],
             bytes=recorded["bytes"],
             files_transferred=pushed["files"],

@@ -39,7 +39,13 @@ import subprocess
 import tempfile
 import time
 
-from ansible_collections.trainops.gpu.plugins.module_utils._source_verify import identity, racy
+from ansible_collections.trainops.gpu.plugins.module_utils._source_verify import (
+    CACHE_VERSION,
+    cached_sha,
+    identity,
+    load_cache,
+    racy,
+)
 from ansible_collections.trainops.gpu.plugins.module_utils._version import COLLECTION_VERSION
 import contextlib
 
@@ -65,7 +71,6 @@ MIN_SCRUB_LENGTH = 6
 CHUNK = 1024 * 1024
 GIT_TIMEOUT = 120
 HASH_CACHE_DIR = os.path.join(".cache", "source-hashes")
-HASH_CACHE_VERSION = 1
 
 
 class ProvenanceError(Exception):
@@ -552,50 +557,35 @@ class HashCache(object):
     within a clock tick of the moment the file was read are not kept (``racy``): a second write in the same tick
     would not show (git's "racy clean" rule). A missing, damaged or foreign cache only costs a full read."""
 
-    def __init__(self, path, now_ns=None):
+    def __init__(self, path):
         self.path = path
-        self.now_ns = now_ns
-        self.old = self._load(path)
+        self.old = load_cache(path)  # the pod-side check's format and loader (_source_verify)
         self.new = {}
         self.hits = 0
         self.misses = 0
 
-    @staticmethod
-    def _load(path):
-        try:
-            with open(path, "rb") as handle:
-                data = json.loads(handle.read().decode("utf-8"))
-        except (IOError, OSError, ValueError):
-            return {}
-        if not isinstance(data, dict) or data.get("version") != HASH_CACHE_VERSION:
-            return {}
-        files = data.get("files")
-        return files if isinstance(files, dict) else {}
-
     def lookup(self, name, st):
         """The cached sha256 of ``name`` when ``st`` (its lstat) is the identity it was read with; else None."""
-        entry = self.old.get(name)
-        if isinstance(entry, list) and len(entry) == 6 and entry[:5] == identity(st):
+        digest = cached_sha(self.old.get(name), st)
+        if digest is None:
+            self.misses += 1
+        else:
             self.hits += 1
-            self.new[name] = entry
-            return entry[5]
-        self.misses += 1
-        return None
+            self.new[name] = self.old[name]
+        return digest
 
     def store(self, name, st, digest):
         """Keep ``digest`` for ``st`` (the stat taken after the read) unless the file is racy."""
         ident = identity(st)
-        if not racy(ident, time.time_ns() if self.now_ns is None else self.now_ns):
+        if not racy(ident, time.time_ns()):
             self.new[name] = [*ident, digest]
 
     def save(self):
         """Write the entries of this record (atomically), when they differ from the file's."""
         if self.new == self.old:
             return
-        directory = os.path.dirname(self.path)
-        if not os.path.isdir(directory):
-            os.makedirs(directory)
-        data = json.dumps({"version": HASH_CACHE_VERSION, "files": self.new}, sort_keys=True).encode("utf-8")
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)  # two records may make it at once
+        data = json.dumps({"version": CACHE_VERSION, "files": self.new}, sort_keys=True).encode("utf-8")
         atomic_write(self.path, lambda handle: handle.write(data))
 
 

@@ -123,7 +123,8 @@ def _hash_file(path):
 def load_cache(path):
     # type: (str) -> dict
     """{path: [size, mtime_ns, ctime_ns, ino, dev, sha256]}; empty when missing, unreadable or of another
-    version (a damaged cache only costs a full read)."""
+    version (a damaged cache only costs a full read). The same format serves the controller's hash cache
+    (_provenance.HashCache)."""
     try:
         with open(path, "rb") as handle:
             data = json.loads(handle.read().decode("utf-8"))
@@ -132,6 +133,14 @@ def load_cache(path):
     if not isinstance(data, dict) or data.get("version") != CACHE_VERSION or not isinstance(data.get("files"), dict):
         return {}
     return data["files"]
+
+
+def cached_sha(entry, st):
+    # type: (object, os.stat_result) -> object
+    """The sha256 a cache entry holds when ``st`` is still the identity it was read with; else None."""
+    if isinstance(entry, list) and len(entry) == 6 and entry[:5] == identity(st):
+        return entry[5]
+    return None
 
 
 def _atomic_write(path, data):
@@ -172,7 +181,7 @@ def _check_one(root, name, digest, cached, now_ns):
         return "cannot stat: %s" % (exc.strerror or exc), None, None
     if not stat.S_ISREG(st.st_mode):
         return "not a regular file", None, None
-    if cached is not None and cached[:5] == identity(st) and cached[5] == digest:
+    if cached_sha(cached, st) == digest:
         return None, cached, None
     try:
         found = _hash_file(path)
