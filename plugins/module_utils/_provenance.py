@@ -46,6 +46,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._source_verify import
     load_cache,
     racy,
 )
+from ansible_collections.trainops.gpu.plugins.module_utils._run_layout import run_id_problem
 from ansible_collections.trainops.gpu.plugins.module_utils._version import COLLECTION_VERSION
 import contextlib
 
@@ -62,8 +63,6 @@ ARCHIVE_CHOICES = ("auto", "always", "never")
 TIMESTAMP_KEYS = ("recorded_at",)
 CARRIED_KEYS = ("result",)
 UNKNOWN_RESULT = {"exit_code": None, "status": "unknown"}
-# A run id is one path component of safe characters: it names runs/<run_id>/ and pods.
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 POD_KEYS = ("id", "gpu_type", "gpu_count", "data_center", "image")
 # Secret values shorter than this are redacted in env but not hunted elsewhere in the record: replacing
 # "1" (say, USE_AUTH=1) everywhere would corrupt every hash in it.
@@ -82,12 +81,10 @@ class ProvenanceError(Exception):
 
 def validate_run_id(run_id):
     # type: (object) -> str
-    """The run id when it is a safe single name (letters, digits, ``.``, ``_``, ``-``); else ProvenanceError."""
-    if not isinstance(run_id, str) or not RUN_ID.match(run_id) or run_id in (".", ".."):
-        raise ProvenanceError(
-            "run_id must be 1-128 characters of letters, digits, '.', '_' or '-', starting with a letter or digit "
-            "(no path separators), got %r" % (run_id,)
-        )
+    """The run id when it follows the run-id rule (_run_layout.run_id_problem); else ProvenanceError."""
+    problem = run_id_problem(run_id)
+    if problem:
+        raise ProvenanceError(problem + " (no path separators)")
     return run_id
 
 
@@ -511,7 +508,10 @@ def walk_source(src, excluded):
 
 def _check_name(name):
     if "\n" in name or "\r" in name:
-        raise ProvenanceError("file name %r holds a line break: it cannot be listed for rsync --files-from" % name)
+        raise ProvenanceError(
+            "file name %r holds a line break: the source record (source.files, one path a line, and the sha256 "
+            "manifest) cannot name it; rename the file, or keep an untracked one out with .gitignore" % name
+        )
 
 
 def _open_regular(path):

@@ -365,6 +365,27 @@ def find_resource(document, kind, resource_id):
     return None
 
 
+def last_status(resource):
+    # type: (dict) -> str
+    """The newest status recorded for a resource: its ``final`` entry's (read back after a stop or delete),
+    else its ``status``."""
+    final = resource.get("final")
+    if isinstance(final, dict) and final.get("status"):
+        return final["status"]
+    return resource.get("status") or ""
+
+
+def pods_not_terminated(document):
+    # type: (dict | None) -> list
+    """The pods a run recorded whose last recorded status is not TERMINATED: running, stopped (a stopped pod
+    still bills its volume disk) or unknown. Teardown by run id acts on these."""
+    return [
+        resource
+        for resource in (document or {}).get("resources") or []
+        if resource.get("kind") == "pod" and last_status(resource) != "TERMINATED"
+    ]
+
+
 # --- recording from the modules that create resources (record_to) ------------------------------------------
 
 HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)

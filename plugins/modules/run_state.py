@@ -146,6 +146,13 @@ state_file:
   returned: always
   type: str
   sample: /home/me/trainops/runs/run42/state.json
+pods_not_terminated:
+  description:
+    - With O(state=query), the recorded pods whose last recorded status (their C(final) entry's, else their
+      C(status)) is not C(TERMINATED): running, stopped (a stopped pod still bills its volume disk) or unknown.
+  returned: when O(state=query)
+  type: list
+  elements: dict
 """
 
 import os
@@ -157,6 +164,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._run_state import (
     RunStateError,
     check_run_id,
     load,
+    pods_not_terminated,
     record,
     secret_values,
 )
@@ -205,6 +213,7 @@ def main():
         before = load(path, run_id)
         if p["state"] == "query":
             result["state"] = before or {}
+            result["pods_not_terminated"] = pods_not_terminated(before)
             module.exit_json(**result)
         document, changed = record(
             path, run_id, p["resources"], p["run"], lock_timeout_s=p["lock_timeout"], check_mode=module.check_mode

@@ -285,5 +285,5 @@ def test_bad_input_is_named_before_any_request(audited):
     teardown = account.play("teardown.yml", teardown_run_id="../etc", teardown_runs_dir=str(audited["runs"]))
     text = re.sub(r"\s+", " ", teardown.stdout)
     assert teardown.returncode != 0
-    assert 'teardown_run_id ../etc must be 1-128 letters, digits, ".", "_" or "-"' in text, explain(teardown)
+    assert 'teardown_run_id \'../etc\' must be 1-128 letters, digits, ".", "_" or "-"' in text, explain(teardown)
     assert account.emulator.admin("GET", "/_emulator/requests")["requests"] == []

@@ -136,7 +136,7 @@ def test_push_sends_exactly_the_recorded_files_and_an_unchanged_push_moves_and_r
     assert pod.ssh(f"readlink {POD_RUN}/src/link.py; stat -c %a {POD_RUN}/src/run.sh") == "pkg/b.py\n755\n"
     manifest = (pod.runs / RUN_ID / "source.sha256").read_bytes()
     assert pod.ssh(f"sha256sum < {POD_RUN}/source.sha256").split()[0] == hashlib.sha256(manifest).hexdigest()
-    assert not (pod.runs / RUN_ID / ".sync.lock").exists()
+    assert not (pod.runs / RUN_ID / ".run.lock").exists()
 
     time.sleep(0.2)  # out of the racy window of the files rsync just wrote
     rc, second, printed = pod.push()
@@ -197,12 +197,12 @@ def test_bad_source_held_lock_and_unreachable_pod_fail_before_anything_moves(pod
     assert rc != 0 and "is not a directory on the controller" in printed
     assert not (pod.runs / "other").exists()
 
-    lock = pod.runs / RUN_ID / ".sync.lock"
+    lock = pod.runs / RUN_ID / ".run.lock"
     lock.mkdir(parents=True)
     (lock / "owner").write_text(f"host=elsewhere\npid=1\ntime={int(time.time())}\nsince=2026-12-03T00:00:00Z\n")
     try:
         rc, _result, printed = pod.push()
-        assert rc != 0 and "locked by another sync" in printed and "host=elsewhere" in printed
+        assert rc != 0 and "is held by another controller (host=elsewhere pid=1" in printed, printed
     finally:
         (lock / "owner").unlink()
         lock.rmdir()

@@ -301,7 +301,11 @@ def test_terminates_a_stopped_pod_whose_newest_checkpoint_loads_on_its_network_v
         teardown_start_stopped=True,
     )
     assert done.returncode == 0, explain(done)
-    assert f"Terminated pod {VOLUME_POD_NAME} ({pod_id}) of run {VOLUME_RUN_ID}" in one_line(done), explain(done)
+    # The run's state.json does not record this pod: the message says so rather than calling it the run's.
+    assert (
+        f"Terminated pod {VOLUME_POD_NAME} ({pod_id}) (not recorded in {teardown.runs / VOLUME_RUN_ID}/state.json: "
+        f"not known to be of run {VOLUME_RUN_ID})" in one_line(done)
+    ), explain(done)
     assert teardown.emulator.api("GET", f"/v2/pods/{pod_id}")[0] == 404
     assert teardown.emulator.api("GET", f"/v2/network-volumes/{teardown.volume['id']}")[0] == 200
     assert not (teardown.runs / VOLUME_RUN_ID / "ckpt").exists()
@@ -313,3 +317,4 @@ def test_terminates_a_stopped_pod_whose_newest_checkpoint_loads_on_its_network_v
     assert evidence["checkpoints"]["pulled"] is None
     assert evidence["final"]["status"] == "TERMINATED"
     assert evidence["pod"]["status_before"] == "EXITED" and evidence["pod"]["started_for_checks"]
+    assert evidence["pod"]["recorded_by_run"] is False

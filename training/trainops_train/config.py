@@ -8,6 +8,8 @@ import json
 import pathlib
 from typing import Any
 
+from .run_layout import run_id_problem
+
 
 class ConfigError(ValueError):
     """A configuration file or value that is wrong; the message names what is wrong."""
@@ -126,7 +128,7 @@ def validate(config: TrainConfig) -> None:
         (config.threads >= 1, "threads must be >= 1"),
         (config.device in ("auto", "cpu", "cuda"), "device must be auto, cpu or cuda"),
         (config.seed >= 0, "seed must be >= 0"),
-        (bool(config.run_id) and "/" not in config.run_id, "run_id must be a non-empty name without '/'"),
+        (not run_id_problem(config.run_id), run_id_problem(config.run_id)),
         (config.model.input_dim >= 1 and config.model.hidden_dim >= 1, "model dims must be >= 1"),
         (config.model.depth >= 1, "model.depth must be >= 1"),
         (config.model.classes >= 2, "model.classes must be >= 2"),

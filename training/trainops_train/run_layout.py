@@ -31,6 +31,7 @@ result.json records for them: 0 finished, 75 interrupted (EX_TEMPFAIL, run again
 from __future__ import annotations
 
 import os
+import re
 
 TRAINOPS_DIRNAME = "trainops"
 CACHE_DIRNAME = "cache"
@@ -81,6 +82,27 @@ def status_for_exit(exit_code):
     # type: (int) -> str
     """result.json's status for an exit status; any status not listed is a failure."""
     return STATUS_BY_EXIT.get(exit_code, STATUS_FAILED)
+
+
+# A run id is one path component of safe characters: it names runs/<run_id>/, <durable>/trainops/<run_id>/ and
+# pods (<prefix>-<run_id>-<role>). ``\Z``, not ``$``: "run1\n" is not a run id.
+RUN_ID_MAX_LENGTH = 128
+_RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+
+
+def run_id_problem(run_id, max_length=RUN_ID_MAX_LENGTH, name="run_id"):
+    # type: (object, int, str) -> str
+    """'' for a valid run id of at most ``max_length`` characters, else a sentence naming what is wrong.
+
+    The one rule for run ids: the trainer, the provenance and run_state modules and every role and playbook
+    (through the ``trainops.gpu.run_id_problem`` filter) use it. A caller that derives longer names from the
+    id (a pod name, a drill mode's run id) passes a smaller ``max_length``."""
+    rule = '1-%d letters, digits, ".", "_" or "-", starting with a letter or digit' % max_length
+    if not isinstance(run_id, str):
+        return "%s must be a string of %s, got %s %r" % (name, rule, type(run_id).__name__, run_id)
+    if not _RUN_ID_RE.match(run_id) or len(run_id) > max_length:
+        return "%s %r must be %s" % (name, run_id, rule)
+    return ""
 
 
 def _single_name(kind, name):

@@ -81,4 +81,4 @@ def test_pulled_checkpoint_is_the_newest_and_verifies(pod):
 def test_nothing_remote_was_deleted_and_the_lock_is_gone(pod):
     assert pod.file(f"{POD_RUN}/ckpt/step-00000002/SHA256SUMS").exists
     assert pod.file(f"{POD_RUN}/ckpt/latest").exists
-    assert not (LOCAL_RUN / ".sync.lock").exists()
+    assert not (LOCAL_RUN / ".run.lock").exists()

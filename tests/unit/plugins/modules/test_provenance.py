@@ -558,7 +558,9 @@ def test_manifest_escapes_backslashes_like_coreutils(tmp_path, runs):
 def test_file_names_with_line_breaks_are_refused(tmp_path, runs):
     root = tmp_path / "plain"
     write(root / "a\nb.txt", "x\n")
-    with pytest.raises(prov.ProvenanceError, match="line break"):
+    with pytest.raises(
+        prov.ProvenanceError, match=r"line break: the source record \(source.files, one path a line.*rename the file"
+    ):
         record(root, runs)
     assert not runs.exists()
 
