@@ -20,6 +20,10 @@ Pure functions on the files the drill pulled from the pods, used by the ``drill_
   result.json and the final weights hash, and decides PASS or FAIL with reasons a person reads.
 - ``build_report(...)`` is the whole report (report.json); ``render_markdown(report)`` its ten-second
   table (report.md); ``render_png(report, series)`` the loss plot (loss.png).
+
+The config hash that ran is the one the trainer wrote into each life's ``start`` event (events.jsonl), the
+reference's and each mode's; provenance.json has one only when the trainer's config was recorded with it
+(the drill's sync push records none: the config is written on the pod). Every evidence file names it.
 """
 
 from __future__ import annotations
@@ -151,6 +155,16 @@ def read_events(path):
         return read_json_lines(path)[0], None
     except (IOError, OSError) as exc:
         return [], "cannot read %s: %s" % (path, exc.strerror or exc)
+
+
+def config_hashes(events):
+    """The distinct ``config_hash`` values of the ``start`` events (one per trainer life), in order."""
+    hashes = []
+    for event in events:
+        value = event.get("config_hash") if event.get("event") == "start" else None
+        if isinstance(value, str) and value and value not in hashes:
+            hashes.append(value)
+    return hashes
 
 
 def read_json_file(path):
@@ -406,9 +420,10 @@ def _short(digest):
 class Reference(object):
     """The uninterrupted run every mode is compared with."""
 
-    def __init__(self, metrics, result):
+    def __init__(self, metrics, result, events=None):
         self.metrics_path = metrics
         self.result_path = result
+        self.events_path = events
         self.journal = read_journal(metrics)
         if self.journal.error:
             raise EvidenceError("reference metrics: %s" % self.journal.error)
@@ -429,6 +444,16 @@ class Reference(object):
         self.weights_sha256 = self.result.get("weights_sha256")
         if not isinstance(self.weights_sha256, str) or not self.weights_sha256:
             raise EvidenceError("reference result %s has no weights_sha256" % result)
+        # The config it ran: its start events say (optional; without them the provenance's is used).
+        self.config_hashes = []
+        if events:
+            records, error = read_events(events)
+            if error:
+                raise EvidenceError("reference events: %s" % error)
+            self.config_hashes = config_hashes(records)
+        if not self.config_hashes and isinstance(self.result.get("config_hash"), str) and self.result["config_hash"]:
+            self.config_hashes = [self.result["config_hash"]]
+        self.config_hash = self.config_hashes[-1] if self.config_hashes else None
 
     def summary(self):
         return {
@@ -440,6 +465,8 @@ class Reference(object):
             "dropped_lines": self.journal.dropped_lines,
             "weights_sha256": self.weights_sha256,
             "status": self.result.get("status"),
+            "events": self.events_path,
+            "config_hash": self.config_hash,
         }
 
 
@@ -528,6 +555,12 @@ def judge_mode(reference, mode):
     no_resume_hint = figures.pop("no_resume_hint")
     if journal.dropped_lines:
         notes.append("%d torn or garbled journal line(s) dropped" % journal.dropped_lines)
+    ran = config_hashes(events)
+    config_hash = ran[-1] if ran else None
+    if len(ran) > 1:
+        notes.append("its lives ran %d config hashes: %s" % (len(ran), ", ".join(ran)))
+    if config_hash and reference.config_hash and config_hash != reference.config_hash:
+        notes.append("config hash %s differs from the reference's %s" % (config_hash, reference.config_hash))
 
     error = mode.get("error")
     # A mode whose orchestration failed may lack some files: only those given are judged.
@@ -580,6 +613,7 @@ def judge_mode(reference, mode):
         "reason": "; ".join(reasons) if reasons else "journal and final weights identical to the reference",
         "reasons": reasons,
         "first_differing_step": comparison["first_differing_step"],
+        "config_hash": config_hash,
         "interrupted_at": interrupted_at,
         "interrupted_at_utc": _utc(interrupted_at),
         "last_step_before": mode.get("last_step_before"),
@@ -666,7 +700,7 @@ def build_report(run_id, reference, modes, provenance=None, phases=None, wall_s=
     check_modes(modes)
     check_finite("phases", phases)
     check_finite("wall_s", wall_s)
-    reference = Reference(reference["metrics"], reference["result"])
+    reference = Reference(reference["metrics"], reference["result"], reference.get("events"))
     summary = _provenance_summary(provenance)
     judged = []
     series = {"reference": _loss_series(reference.journal), "modes": {}}
@@ -682,6 +716,8 @@ def build_report(run_id, reference, modes, provenance=None, phases=None, wall_s=
         "passed": not failed,
         "failed_modes": failed,
         "reference": reference.summary(),
+        # The config hash that ran: the reference trainer's own, else the one provenance.json recorded.
+        "config_hash": reference.config_hash or (summary or {}).get("config_hash"),
         "modes": judged,
         "phases": dict(phases or {}),
         "wall_s": wall_s,
@@ -716,6 +752,32 @@ def _clock_cell(clock):
         return "not measured (taken as equal)"
     error = "± %.3f" % clock["error_s"] if clock["error_s"] is not None else "error unknown"
     return "pod %+.3f s %s" % (clock["offset_s"], error)
+
+
+def _hash_cell(value):
+    return "`%s`" % value if value else "unknown"
+
+
+def _config_hash_phrase(report):
+    """The config hash that ran and what provenance.json says of it, for report.md's Source line."""
+    ran = report.get("config_hash")
+    recorded = (report.get("provenance") or {}).get("config_hash")
+    if not ran:
+        return "config hash unknown"
+    if not recorded:
+        return "config hash `%s` (the trainer's; provenance.json records none)" % ran
+    if recorded != ran:
+        return "config hash `%s` ran; provenance.json records `%s`" % (ran, recorded)
+    return "config hash `%s`" % ran
+
+
+def plot_title(report):
+    """loss.png's title: the run, its verdict and the config hash that ran, then how to read the marks."""
+    return "run %s: %s, config hash %s\n(dotted: last step before the interruption; dot: step resumed from)" % (
+        report["run_id"],
+        PASS if report["passed"] else FAIL,
+        report.get("config_hash") or "unknown",
+    )
 
 
 def render_markdown(report):
@@ -761,14 +823,20 @@ def render_markdown(report):
         "",
         "## Details",
         "",
-        "Reference: %d steps (%s to %s), final weights sha256 `%s`."
-        % (ref["steps"], ref["first_step"], ref["last_step"], ref["weights_sha256"]),
+        "Reference: %d steps (%s to %s), config hash %s, final weights sha256 `%s`."
+        % (
+            ref["steps"],
+            ref["first_step"],
+            ref["last_step"],
+            _hash_cell(report.get("config_hash")),
+            ref["weights_sha256"],
+        ),
     ]
     prov = report.get("provenance")
     if prov:
         lines.append(
-            "Source: commit `%s`, dirty %s; config hash `%s`; command `%s`."
-            % (prov.get("commit"), _cell(prov.get("dirty")), prov.get("config_hash"), prov.get("command"))
+            "Source: commit `%s`, dirty %s; %s; command `%s`."
+            % (prov.get("commit"), _cell(prov.get("dirty")), _config_hash_phrase(report), _cell(prov.get("command")))
         )
     lines += [
         "",
@@ -876,11 +944,7 @@ def render_png(report, series):
                 zorder=5,
             )
     top.set_ylabel("loss")
-    top.set_title(
-        "run %s: %s  (dotted: last step before the interruption; dot: step resumed from)"
-        % (report["run_id"], "PASS" if report["passed"] else "FAIL"),
-        fontsize=10,
-    )
+    top.set_title(plot_title(report), fontsize=10)
     top.grid(True, alpha=0.3)
     top.legend(fontsize=8, loc="upper right")
     bottom.axhline(0.0, color="0.6", linewidth=1)

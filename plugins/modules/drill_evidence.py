@@ -74,6 +74,11 @@ options:
         description: Path of its C(result.json).
         type: path
         required: true
+      events:
+        description:
+          - Path of its C(events.jsonl). The config hash in its C(start) events is the config hash that ran,
+            named in every evidence file; without it the one of O(provenance) is named.
+        type: path
   modes:
     description:
       - One entry per drilled mode, each a run interrupted once and resumed to the end.
@@ -299,7 +304,11 @@ ARGUMENT_SPEC = dict(
     reference=dict(
         type="dict",
         required=True,
-        options=dict(metrics=dict(type="path", required=True), result=dict(type="path", required=True)),
+        options=dict(
+            metrics=dict(type="path", required=True),
+            result=dict(type="path", required=True),
+            events=dict(type="path"),
+        ),
     ),
     modes=dict(type="list", elements="dict", required=True, options=MODE_SPEC),
     phases=dict(type="dict", default={}),

@@ -62,6 +62,7 @@ PLAYBOOK = """
         reference:
           metrics: "{{ reference_dir }}/logs/metrics.jsonl"
           result: "{{ reference_dir }}/logs/result.json"
+          events: "{{ reference_dir }}/logs/events.jsonl"
         modes: "{{ modes }}"
         phases: {training: 3.0, interruption: 0.1, recovery: 5.0}
         wall_s: 30.0
@@ -212,11 +213,17 @@ def test_drill_passes_then_a_tampered_step_fails(drill):
     events = (pathlib.Path(drilled[0]["run_dir"]) / "logs" / "events.jsonl").read_text().splitlines()
     start = next(json.loads(line) for line in events if json.loads(line)["event"] == "start")
     assert report["provenance"]["config_hash"] == start["config_hash"]
+    # Every evidence file names the config hash that ran (the trainer's, in the reference's and each mode's start).
+    reference_events = (base / "reference" / "logs" / "events.jsonl").read_text().splitlines()
+    assert {json.loads(line)["config_hash"] for line in reference_events if '"start"' in line} == {start["config_hash"]}
+    assert report["config_hash"] == report["reference"]["config_hash"] == start["config_hash"]
+    assert [m["config_hash"] for m in report["modes"]] == [start["config_hash"]] * 2
     assert report["provenance"]["command"] == "python -m trainops_train.train --config train.json"
     assert [m["rto_s"] for m in report["modes"]] == [modes["kill"]["rto_s"], modes["sigterm"]["rto_s"]]
     markdown = (evidence / "report.md").read_text()
     assert markdown.startswith("# Resume drill evidence-e2e: PASS")
     assert "| kill | **PASS** |" in markdown and "| sigterm | **PASS** |" in markdown
+    assert f"config hash `{start['config_hash']}`," in markdown and "`None`" not in markdown
     png = (evidence / "loss.png").read_bytes()
     assert 20_000 < len(png) < 2_000_000 and png_size(png) == (1000, 650)
 

@@ -159,7 +159,16 @@ def test_every_mode_recovers_bit_identical(drill: Drill, full_drill):
     run_dir = drill.runs / RUN_ID
     evidence = run_dir / "evidence"
     report = json.loads((evidence / "report.json").read_text())
-    assert (evidence / "report.md").read_text().startswith(f"# Resume drill {RUN_ID}: PASS")
+    markdown = (evidence / "report.md").read_text()
+    assert markdown.startswith(f"# Resume drill {RUN_ID}: PASS")
+    # The config hash that ran (the reference trainer's start event) is named in report.json and report.md.
+    events = Path(report["reference"]["metrics"]).with_name("events.jsonl").read_text().splitlines()
+    ran = {json.loads(line).get("config_hash") for line in events if json.loads(line).get("event") == "start"}
+    assert len(ran) == 1 and None not in ran, ran
+    [config_hash] = ran
+    assert report["config_hash"] == report["reference"]["config_hash"] == config_hash, report["reference"]
+    assert all(mode["config_hash"] == config_hash for mode in report["modes"]), report["modes"]
+    assert f"config hash `{config_hash}`" in markdown and "`None`" not in markdown, markdown
     assert (evidence / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     modes = {m["mode"]: m for m in report["modes"]}
     assert list(modes) == MODES, report["modes"]

@@ -400,6 +400,78 @@ def test_provenance_summary_goes_into_the_report(tmp_path, reference):
         de.build_report("r1", reference, [resumed_run(tmp_path)], provenance=str(tmp_path / "absent.json"))
 
 
+CONFIG_HASH = "sha256:" + "c" * 64
+
+
+def with_config_hash(entry, config_hash=CONFIG_HASH):
+    """The mode entry with the trainer's config hash in every ``start`` event of its events.jsonl."""
+    path = pathlib.Path(entry["events"])
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    for event in events:
+        if event["event"] == "start":
+            event["config_hash"] = config_hash
+    write_lines(path, events)
+    return entry
+
+
+def drill_provenance(tmp_path):
+    """provenance.json as the drill's sync push writes it: the command, and no config (config: null)."""
+    path = tmp_path / "provenance.json"
+    path.write_text(
+        json.dumps(
+            {
+                "source": {"commit": "abc123", "dirty": False, "archive": None},
+                "command": {"shell": "python -m trainops_train.train --config /w/train-config.json"},
+                "config": None,
+            }
+        )
+    )
+    return str(path)
+
+
+def test_every_evidence_file_names_the_config_hash_that_ran(tmp_path, reference):
+    # The drill's provenance records no config (the trainer's config is written on the pod): the hash that
+    # ran is the one the trainer wrote into each life's start event.
+    write_lines(
+        tmp_path / "ref" / "events.jsonl",
+        [{"event": "start", "time": T0 - 1.0, "pid": 9, "config_hash": CONFIG_HASH}, {"event": "exit", "time": T0}],
+    )
+    reference = dict(reference, events=str(tmp_path / "ref" / "events.jsonl"))
+    mode = with_config_hash(resumed_run(tmp_path))
+    report, _series = de.build_report("r1", reference, [mode], provenance=drill_provenance(tmp_path))
+    assert report["config_hash"] == CONFIG_HASH and report["reference"]["config_hash"] == CONFIG_HASH
+    assert report["modes"][0]["config_hash"] == CONFIG_HASH and report["modes"][0]["notes"] == []
+    assert report["provenance"]["config_hash"] is None  # as provenance.json has it
+    text = de.render_markdown(report)
+    assert "None" not in text
+    assert f"Reference: 200 steps (1 to 200), config hash `{CONFIG_HASH}`" in text
+    assert f"config hash `{CONFIG_HASH}` (the trainer's; provenance.json records none)" in text
+    assert CONFIG_HASH in de.plot_title(report)
+
+
+def test_a_config_hash_that_differs_is_noted(tmp_path, reference):
+    provenance = tmp_path / "p.json"
+    provenance.write_text(json.dumps({"config": {"trainer_config_hash": "sha256:" + "d" * 64}}))
+    # No events for the reference: the provenance's hash is the best there is.
+    report, _series = de.build_report("r1", reference, [resumed_run(tmp_path)], provenance=str(provenance))
+    assert report["config_hash"] == "sha256:" + "d" * 64 and report["reference"]["config_hash"] is None
+    write_lines(tmp_path / "ref" / "events.jsonl", [{"event": "start", "time": T0, "config_hash": CONFIG_HASH}])
+    reference = dict(reference, events=str(tmp_path / "ref" / "events.jsonl"))
+    other = "sha256:" + "e" * 64
+    report, _series = de.build_report(
+        "r1", reference, [with_config_hash(resumed_run(tmp_path), other)], provenance=str(provenance)
+    )
+    assert report["config_hash"] == CONFIG_HASH
+    [mode] = report["modes"]
+    assert mode["config_hash"] == other
+    assert f"config hash {other} differs from the reference's {CONFIG_HASH}" in mode["notes"]
+    text = de.render_markdown(report)
+    assert f"config hash `{CONFIG_HASH}` ran; provenance.json records `sha256:{'d' * 64}`" in text
+    # Nothing known at all: said in words, never `None`.
+    report, _series = de.build_report("r1", dict(reference, events=None), [resumed_run(tmp_path)])
+    assert report["config_hash"] is None and "config hash unknown" in de.render_markdown(report)
+
+
 # ---------------------------------------------------------------------------------------------- the module
 
 
