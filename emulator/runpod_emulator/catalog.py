@@ -51,6 +51,13 @@ class DataCenter:
     # GPU type id -> availability level (NONE, LOW, MEDIUM, HIGH); absent means not offered here.
     gpus: dict[str, str] = field(default_factory=dict)
     cpu_availability: str = "HIGH"
+    # Whether its COMMUNITY hosts have public IPs. Without, a pod placed there gets no public port for 22/tcp
+    # (runtime.ports shows it with public and ip null) and never an ssh.direct, as on such RunPod hosts.
+    community_public_ip: bool = True
+
+    def public_ip(self, cloud: str) -> bool:
+        """Whether a pod of `cloud` placed here gets a public IP (SECURE hosts always have one)."""
+        return cloud != "COMMUNITY" or self.community_public_ip
 
 
 GPU_TYPES: tuple[GpuType, ...] = (
@@ -98,6 +105,7 @@ DATA_CENTERS: tuple[DataCenter, ...] = (
         ("STANDARD",),
         ("GDPR", "RENEWABLE"),
         {"NVIDIA GeForce RTX 4090": "HIGH", "NVIDIA RTX A6000": "NONE"},
+        community_public_ip=False,
     ),
 )
 

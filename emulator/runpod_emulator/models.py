@@ -130,6 +130,8 @@ class PodInternal(Record):
     ssh_next_probe: float = 0.0
     # A terminated pod whose data is gone: kept only for the billing ledger, never touched again.
     inert: bool = False
+    # Whether the pod's host has a public IP (catalog.DataCenter.public_ip): without, 22/tcp is not published.
+    public_ip: bool = True
 
 
 @dataclass
@@ -168,7 +170,8 @@ class Pod(Record):
 
     @property
     def exposes_ssh(self) -> bool:
-        return SSH_PORT in self.ports
+        """Whether 22/tcp gets a public port: it is in `ports` and the host has a public IP."""
+        return SSH_PORT in self.ports and self.internal.public_ip
 
     def refresh_ssh_wanted(self) -> None:
         self.internal.ssh_wanted = bool(self.internal.ssh_public_key or "PUBLIC_KEY" in self.env) and self.exposes_ssh

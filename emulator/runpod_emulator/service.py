@@ -158,6 +158,7 @@ class Service:
                 gpu_name=gpu_type.id if gpu_type else None,
                 gpu_memory_mib=gpu_type.memory_mib if gpu_type else None,
                 ssh_public_key="\n".join(keys) if body.get("startSsh") and keys and "PUBLIC_KEY" not in env else None,
+                public_ip=center.public_ip(hardware.cloud),
             ),
         )
         pod.refresh_ssh_wanted()

@@ -396,3 +396,27 @@ def test_contradictions_are_400(client, targets, method, path, body):
     got, _h, problem = client.call(method, _fill(path, targets), _fill(body, targets), request_valid=None)
     assert got == 400, problem
     assert {p["id"] for p in client.emulator.admin("GET", "/v2/pods")["pods"]} == before
+
+
+def test_a_community_pod_on_a_host_without_a_public_ip_conforms(client: SpecClient):
+    # EU-SE-1's COMMUNITY hosts have no public IP (catalog.DataCenter.community_public_ip): the running pod maps
+    # 22/tcp to no public port and never gets ssh.direct; a SECURE pod there does.
+    body = {"name": "spec-community", "image": "i", "gpu": {"id": "NVIDIA GeForce RTX 4090"}, "cloud": "COMMUNITY",
+            "dataCenterIds": ["EU-SE-1"], "ports": ["22/tcp"], "startSsh": True}  # fmt: skip
+    client.call("PUT", "/v2/account/ssh-keys", {"keys": [SSH_KEY]})
+    status, _h, community = client.call("POST", "/v2/pods", body)
+    assert status == 201 and community["dataCenterId"] == "EU-SE-1"
+    secure = client.call("POST", "/v2/pods", {**body, "name": "spec-secure", "cloud": "SECURE"})[2]
+    assert wait_running(client, secure["id"])["runtime"]["ports"][0]["ip"] == "127.0.0.1"
+    deadline = time.monotonic() + 20
+    pod = community
+    while pod["status"] != "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        pod = client.call("GET", f"/v2/pods/{community['id']}")[2]
+    time.sleep(0.5)  # well past the emulator's SSH probe of a pod that has a public port
+    pod = client.call("GET", f"/v2/pods/{community['id']}")[2]
+    assert pod["status"] == "RUNNING" and pod["cloud"] == "COMMUNITY"
+    assert pod["ssh"] == {"proxy": None, "direct": None}
+    assert pod["runtime"]["ports"] == [{"private": 22, "public": None, "type": "tcp", "ip": None}]
+    for pod_id in (community["id"], secure["id"]):
+        assert client.call("DELETE", f"/v2/pods/{pod_id}")[0] == 204

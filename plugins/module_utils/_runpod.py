@@ -152,6 +152,18 @@ class RunPodWaitTimeout(Exception):
         super(RunPodWaitTimeout, self).__init__(message)
 
 
+class RunPodSshUnreachable(Exception):
+    """A wait for SSH that can never finish: the pod will never get ``ssh.direct`` (see :func:`ssh_never_direct`).
+
+    ``cause`` is ``no_public_ip`` or ``no_ssh_port``; ``resource`` is the pod as last read.
+    """
+
+    def __init__(self, message, cause, resource=None):
+        self.cause = cause
+        self.resource = resource
+        super(RunPodSshUnreachable, self).__init__(message)
+
+
 def parse_problem(status, body, reason=None) -> dict:
     """Turn an error response body into ``{title, detail, errors}``.
 
@@ -283,6 +295,61 @@ def pod_ssh_endpoint(pod):
     if not host or not port:
         return None
     return host, int(port), direct.get("username") or "root"
+
+
+SSH_PORT = "22/tcp"
+# A pod seen to never get ssh.direct is looked at this many more times, NO_SSH_GRACE_POLL_S apart at least,
+# before the SSH wait gives up on it (the API may show a machine's port mapping a moment late).
+NO_SSH_GRACE_POLLS = 2
+NO_SSH_GRACE_POLL_S = 1.0
+
+
+def ssh_never_direct(pod):
+    """``(cause, message)`` when the pod will never get ``ssh.direct``, else None (it may still come).
+
+    ``no_ssh_port``: ``22/tcp`` is not in the pod's ``ports`` (when the pod shows them), or the RUNNING pod's
+    machine (``runtime`` shown; RunPod's ``ssh.proxy`` is then set too) maps ports but none for 22/tcp.
+    ``no_public_ip``: ``runtime.ports`` shows 22/tcp with no public mapping (``public`` or ``ip`` null), as on
+    COMMUNITY hosts without a public IP. Before the pod runs on a machine that shows its port mappings nothing
+    can be told, and None is returned.
+    """
+    if not pod:
+        return None
+    pod_id = pod.get("id") or "?"
+    ports = pod.get("ports") or []
+    if "ports" in pod and SSH_PORT not in ports:
+        return (
+            "no_ssh_port",
+            "pod %s has no %s in its ports (%s), so it never gets ssh.direct: add 22/tcp to ports "
+            "(runpod_pod ports, then start the pod again, or create it again)"
+            % (pod_id, SSH_PORT, ", ".join(ports) or "none"),
+        )
+    if pod_status(pod) != RUNNING or pod_ssh_endpoint(pod) is not None:
+        return None
+    runtime = pod.get("runtime")
+    if not isinstance(runtime, dict) or not isinstance(runtime.get("ports"), list) or not runtime["ports"]:
+        return None
+    mappings = [
+        entry
+        for entry in runtime["ports"]
+        if isinstance(entry, dict) and entry.get("private") == 22 and (entry.get("type") or "tcp") == "tcp"
+    ]
+    if not mappings:
+        return (
+            "no_ssh_port",
+            "pod %s is RUNNING but its runtime.ports has no 22/tcp mapping, so it never gets ssh.direct: "
+            "add 22/tcp to ports (runpod_pod ports) and create the pod again" % pod_id,
+        )
+    if any(entry.get("public") and entry.get("ip") for entry in mappings):
+        return None
+    where = "%s cloud, data center %s" % (pod.get("cloud") or "?", pod.get("dataCenterId") or "?")
+    return (
+        "no_public_ip",
+        "pod %s runs on a host without a public IP (%s): runtime.ports maps 22/tcp to no public port, so "
+        "ssh.direct never comes (RunPod's SSH proxy carries an interactive shell only, no rsync or Ansible). "
+        "Create it in the SECURE cloud (cloud: SECURE), or in another data center or on a host with public IPs"
+        % (pod_id, where),
+    )
 
 
 def probe_ssh_banner(host, port, timeout=5.0):
@@ -604,11 +671,14 @@ class RunPodClient(object):
         """Wait until the pod is RUNNING, has ``ssh.direct`` and (with ``probe``) that port answers with an SSH banner.
 
         Returns the pod as last read. Bounded by ``timeout`` seconds; on timeout raises
-        RunPodWaitTimeout whose message says which condition was still missing.
+        RunPodWaitTimeout whose message says which condition was still missing. A pod that will never get
+        ``ssh.direct`` (:func:`ssh_never_direct`: no public IP, no 22/tcp) raises RunPodSshUnreachable once
+        NO_SSH_GRACE_POLLS more polls still show it, not at the timeout.
         """
         deadline = self._clock() + check_wait_timeout(timeout)
         attempt = 0
         missing = "status RUNNING"
+        never_seen = 0
         while True:
             pod = self.get_pod(pod_id)
             status = pod_status(pod)
@@ -621,9 +691,15 @@ class RunPodClient(object):
                     title="pod %s is %s" % (pod_id, status),
                     detail="waiting for RUNNING with a reachable SSH endpoint",
                 )
+            never = ssh_never_direct(pod)
+            never_seen = never_seen + 1 if never else 0
+            if never and never_seen > NO_SSH_GRACE_POLLS:
+                raise RunPodSshUnreachable(never[1], never[0], pod)
             if status == RUNNING:
                 endpoint = pod_ssh_endpoint(pod)
-                if endpoint is None:
+                if never:
+                    missing = "an ssh.direct endpoint, which never comes: %s" % never[1]
+                elif endpoint is None:
                     missing = "an ssh.direct endpoint (is 22/tcp in ports?)"
                 else:
                     remaining = max(0.5, min(probe_timeout, deadline - self._clock()))
@@ -637,5 +713,8 @@ class RunPodClient(object):
                 raise RunPodWaitTimeout(
                     "pod %s not ready for SSH after %ss: still waiting for %s" % (pod_id, timeout, missing), pod
                 )
-            self._sleep(min(remaining, self.poll_delay(attempt, poll_cap)))
+            delay = self.poll_delay(attempt, poll_cap)
+            if never:
+                delay = max(delay, NO_SSH_GRACE_POLL_S)
+            self._sleep(min(remaining, delay))
             attempt += 1

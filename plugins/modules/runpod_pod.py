@@ -179,6 +179,10 @@ options:
       - V(endpoint) waits until the pod is C(RUNNING) and publishes its direct SSH endpoint, without connecting to it.
       - V(running) waits for status C(RUNNING) only, for images without sshd. C(RUNNING) alone is not ready for SSH.
       - Pods without V(22/tcp) in their ports never get an endpoint; for them every choice means V(running).
+      - A pod that runs on a host without a public IP (some COMMUNITY hosts) never gets a direct endpoint; once
+        C(runtime.ports) shows 22/tcp with no public mapping (or no 22/tcp at all) on two more polls, the wait
+        for V(ssh) or V(endpoint) fails at once, not at O(wait_timeout), naming the cause (C(ssh_unreachable) is
+        V(no_public_ip) or V(no_ssh_port) in the failure) - create the pod with O(cloud=SECURE) or elsewhere.
       - A pod gets SSH access from the account's registered keys (O(start_ssh)) or a C(PUBLIC_KEY) in O(env);
         creating a pod with neither while waiting for V(ssh) or V(endpoint) fails before the pod is created.
     type: str
@@ -377,6 +381,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
     POD_STOPPED,
     RUNNING,
     TERMINATED,
+    RunPodSshUnreachable,
     RunPodUnreconciled,
     RunPodWaitTimeout,
     pod_status,
@@ -830,6 +835,15 @@ class RunPodPod(ResourceRecording, RunPodModule):
                 % (exc, self.ssh_cause(exc, last), created, pod["id"]),
                 pod=pod_summary(last),
                 pod_id=pod["id"],
+            )
+        except RunPodSshUnreachable as exc:
+            # Waiting longer cannot help: fail now, naming the cause.
+            created = " It was created by this task and is billing;" if self.result["created"] else ""
+            self.fail(
+                "%s.%s pod id %s: terminate it with state=absent." % (exc, created, pod["id"]),
+                pod=pod_summary(exc.resource or pod),
+                pod_id=pod["id"],
+                ssh_unreachable=exc.cause,
             )
 
     def ssh_cause(self, exc, pod) -> str:
