@@ -41,6 +41,12 @@ localhost or unparsed-inventory warnings, plus `extra`. `run_emulator_playbook(u
 timeout_s, **extra_env)` runs `playbooks/<playbook>` with the local emulator inventory
 (inventories/local.runpod.yml) and the extra vars as JSON, from the checkout's root, and returns the finished
 process with its output (bounded by `timeout_s`; a failing play is returned, not raised).
+
+`default_signals()` is the `preexec_fn` for a child that a test interrupts with SIGINT or SIGTERM and expects
+to react as a child of an interactive shell does. A test run started in the background (`cmd &` in a script,
+many CI runners, cron) inherits SIGINT ignored; a child inherits that too (subprocess's `restore_signals`
+leaves SIGINT alone) and Python then installs no KeyboardInterrupt handler. It sets `SIGNALS_TESTS_SEND` to
+SIG_DFL in the child, whatever pytest inherited.
 """
 
 from __future__ import annotations
@@ -65,6 +71,16 @@ REPO_ROOT = PACKAGE_PARENT.parent
 
 BIN = Path(sys.executable).parent
 LOCAL_INVENTORY = REPO_ROOT / "inventories" / "local.runpod.yml"
+
+# The signals tests send to their children and expect them to react to (SIGKILL cannot be ignored).
+SIGNALS_TESTS_SEND = (signal.SIGINT, signal.SIGTERM)
+
+
+def default_signals() -> None:
+    """`preexec_fn` for a child that a test signals: SIGNALS_TESTS_SEND at SIG_DFL (see the module docstring)."""
+    for signum in SIGNALS_TESTS_SEND:
+        signal.signal(signum, signal.SIG_DFL)
+
 
 SSH_OPTIONS = ("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
                "-o", "BatchMode=yes", "-o", "ConnectTimeout=10")  # fmt: skip

@@ -21,6 +21,8 @@ description:
     each GPU's memory and utilisation when C(nvidia-smi) is on the PATH).
   - A command killed by a signal gets the shell's exit code C(128 + signal number) (137 for C(SIGKILL), 143 for
     C(SIGTERM)); the signal's name is written to C(exit_signal) and returned in RV(exit_signal).
+  - The command starts with C(SIGINT), C(SIGTERM), C(SIGQUIT) and C(SIGHUP) at their default dispositions, even
+    when the module ran in a process that ignores them (started with C(&) from a script, or under C(nohup)).
   - O(state=started) on a job whose process is alive attaches to it (C(changed=false)); never a second copy, even
     when several controllers race (the check and the start happen under an C(flock) on the job directory's
     C(.lock)). A job that has ended is started again only with O(restart=true), after its files are moved to
@@ -502,6 +504,17 @@ def gpu_sample(nvidia_smi):
     return gpus, None
 
 
+# The command starts with these at SIG_DFL whatever this supervisor inherited (SIGINT and SIGQUIT are ignored in
+# anything started with `&` from a script, SIGHUP under nohup) or ignores itself (SIGHUP): it reacts to what
+# state=stopped sends as it would when started from a shell.
+DEFAULT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP)
+
+
+def default_signals():
+    for signum in DEFAULT_SIGNALS:
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def main():
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     log_fd = os.open(path("supervisor.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -528,7 +541,7 @@ def main():
     try:
         child = subprocess.Popen(
             argv, cwd=config["chdir"], env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
-            start_new_session=True, close_fds=True,
+            start_new_session=True, close_fds=True, preexec_fn=default_signals,
         )
     except OSError as exc:
         code = 127 if isinstance(exc, FileNotFoundError) else 126

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runpod_emulator.testing import EmulatorProcess, ansible_env
+from runpod_emulator.testing import EmulatorProcess, ansible_env, default_signals
 
 pytestmark = [pytest.mark.podman, pytest.mark.slow]
 
@@ -279,6 +279,7 @@ def test_sigint_leaves_every_pod_and_volume_recorded(drill: Drill):
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        preexec_fn=default_signals,  # Ctrl-C interrupts it even when this test run inherited SIGINT ignored
     )
     try:
         deadline = time.monotonic() + 120

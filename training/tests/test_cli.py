@@ -9,6 +9,7 @@ import signal
 import sys
 import time
 
+import pytest
 from trainer_harness import (
     EXIT_INTERRUPTED,
     TRAINING,
@@ -98,6 +99,30 @@ def test_a_second_trainer_on_the_same_run_is_refused(tmp_path):
     assert status["status"] == "interrupted" and status["signal"] == "SIGTERM"
     newest = checkpoint_format.verify_root(str(run_dir / "ckpt")).newest_valid
     assert newest is not None and newest.step == status["step"]
+
+
+def ignore_stop_signals() -> None:
+    """As in anything started with `&` from a script (SIGINT) or by a supervisor that ignores them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_trainer_started_with_the_stop_signals_ignored_still_stops_on_them(tmp_path, sig):
+    # The trainer installs its own handlers: an inherited SIG_IGN does not make it unstoppable.
+    config = write_config(tmp_path, steps=100000, checkpoint={"every_steps": 1000})
+    run_dir = tmp_path / "run"
+    process = start_trainer(config, run_dir, preexec_fn=ignore_stop_signals)
+    try:
+        wait_for(lambda: last_step(run_dir) >= 1 or process.poll() is not None)
+        process.send_signal(sig)
+        rc = process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+    assert rc == EXIT_INTERRUPTED, process_log(run_dir)
+    assert result(run_dir)["signal"] == signal.Signals(sig).name
 
 
 def test_sigterm_during_startup_exits_resumable_without_training(tmp_path):

@@ -58,7 +58,7 @@ def trainer_command(config: pathlib.Path, run_dir: pathlib.Path, nproc: int = 1,
     return [torchrun, "--standalone", "--nproc_per_node", str(nproc), *args]
 
 
-def start_trainer(config, run_dir, nproc=1, extra=()) -> subprocess.Popen:
+def start_trainer(config, run_dir, nproc=1, extra=(), preexec_fn: Callable[[], None] | None = None) -> subprocess.Popen:
     run_dir.mkdir(parents=True, exist_ok=True)
     log = open(run_dir / "process.log", "ab")  # noqa: SIM115 - handed to the child, closed with it
     try:
@@ -69,6 +69,7 @@ def start_trainer(config, run_dir, nproc=1, extra=()) -> subprocess.Popen:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=preexec_fn,
         )
     finally:
         log.close()

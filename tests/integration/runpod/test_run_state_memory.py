@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from runpod_emulator.testing import default_signals
 from runpod_integration_helpers import BIN, PLAYBOOKS, ROOT, ansible_env, live_pods, recorded, run_playbook
 
 MODULES = "ansible_collections.trainops.gpu.plugins.modules."
@@ -27,7 +28,8 @@ def by_kind(state: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 
 
 def start_module(emulator, module: str = "runpod_pod", **args: Any) -> subprocess.Popen[str]:
-    """A module run directly (as AnsiballZ would run it), its arguments on stdin."""
+    """A module run directly (as AnsiballZ would run it), its arguments on stdin; SIGINT raises
+    KeyboardInterrupt in it even when this test run inherited SIGINT ignored."""
     args = {"api_url": emulator.url, "api_key": emulator.api_key, **args}
     env = dict(os.environ, PYTHONPATH=str(ROOT / "collections"))
     process = subprocess.Popen(
@@ -37,6 +39,7 @@ def start_module(emulator, module: str = "runpod_pod", **args: Any) -> subproces
         stderr=subprocess.PIPE,
         env=env,
         text=True,
+        preexec_fn=default_signals,
     )
     assert process.stdin is not None
     process.stdin.write(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
@@ -173,6 +176,7 @@ def test_sigint_during_the_wait_leaves_the_created_pod_recorded(emulator, tmp_pa
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=default_signals,  # Ctrl-C interrupts it even when this test run inherited SIGINT ignored
     )
     try:
         wait_until(lambda: created_pods(emulator), 60, "the pod's create")

@@ -302,6 +302,18 @@ def test_signals_held_are_delivered_after_the_block():
         signal.signal(signal.SIGUSR1, previous)
 
 
+@pytest.fixture
+def sigint_raises_keyboard_interrupt():
+    """SIGINT as Python sets it up in a terminal: a run started in the background (`make test &`, CI, cron)
+    inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("sigint_raises_keyboard_interrupt")
 def test_sigint_inside_the_block_arrives_as_keyboard_interrupt_after_it(state_file):
     with pytest.raises(KeyboardInterrupt), rs.signals_held():
         os.kill(os.getpid(), signal.SIGINT)
