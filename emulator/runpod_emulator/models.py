@@ -13,7 +13,6 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
-from . import pricing
 from .clock import to_rfc3339
 from .ledger import Segments
 
@@ -25,7 +24,8 @@ ACTIONS_BY_STATUS = {
     "ERROR": ["start", "terminate"],
     "TERMINATED": [],
 }
-ACTIVE = pricing.ACTIVE_STATUSES
+# The statuses in which a pod holds compute (and is billed for it, pricing.py).
+ACTIVE = ("PROVISIONING", "STARTING", "RUNNING")
 SSH_PORT = "22/tcp"
 # The API's mounts object as validated: {"persistent": {size, path}} or {"network": [{volumeId, path}]}.
 Mounts = dict[str, Any]
@@ -202,8 +202,8 @@ class Pod(Record):
             "ports": ports,
         }
 
-    def to_api(self, now: float) -> dict[str, Any]:
-        """The pod as `GET /v2/pods/{id}` shows it."""
+    def to_api(self, now: float, cost: float) -> dict[str, Any]:
+        """The pod as `GET /v2/pods/{id}` shows it; `cost` is its USD per hour now (pricing.pod_cost)."""
         body: dict[str, Any] = {
             "id": self.id,
             "name": self.name,
@@ -221,7 +221,7 @@ class Pod(Record):
             "cudaVersion": self.cuda_version,
             "ssh": {"proxy": None, "direct": self.ssh_endpoint()},
             "template": None,
-            "cost": pricing.pod_cost(self),
+            "cost": cost,
             "locked": self.locked,
             "globalNetworking": {"enabled": self.global_networking},
             "runtime": self.runtime_api(now),

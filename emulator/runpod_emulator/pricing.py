@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from . import catalog
-
-if TYPE_CHECKING:
-    from .models import NetworkVolume, Pod
+from .models import ACTIVE, NetworkVolume, Pod
 
 HOURS_PER_MONTH = 730.0
 # USD per GB-month, as RunPod publishes them: disk of a running pod, volume disk of a stopped pod
@@ -16,8 +12,6 @@ CONTAINER_DISK_GB_MONTH = 0.10
 VOLUME_DISK_RUNNING_GB_MONTH = 0.10
 VOLUME_DISK_STOPPED_GB_MONTH = 0.20
 NETWORK_VOLUME_GB_MONTH = {"STANDARD": 0.07, "HIGH_PERFORMANCE": 0.14}
-
-ACTIVE_STATUSES = ("PROVISIONING", "STARTING", "RUNNING")
 
 
 def compute_rates(pod: Pod) -> tuple[float, float]:
@@ -52,14 +46,14 @@ def pod_rates(pod: Pod, status: str) -> dict[str, float]:
     """Rates of a ledger segment for a pod in `status` (TERMINATED accrues nothing)."""
     if status == "TERMINATED":
         return {"gpu": 0.0, "cpu": 0.0, "disk": 0.0}
-    active = status in ACTIVE_STATUSES
+    active = status in ACTIVE
     gpu, cpu = compute_rates(pod) if active else (0.0, 0.0)
     return {"gpu": gpu, "cpu": cpu, "disk": disk_rate(pod, active)}
 
 
 def pod_cost(pod: Pod) -> float:
     """The API's `cost` field: USD per hour now, 0.0 when EXITED, ERROR or TERMINATED."""
-    if pod.status not in ACTIVE_STATUSES:
+    if pod.status not in ACTIVE:
         return 0.0
     rates = pod_rates(pod, pod.status)
     return round(rates["gpu"] + rates["cpu"] + rates["disk"], 6)

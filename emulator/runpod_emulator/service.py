@@ -33,6 +33,11 @@ _UPDATABLE_POD_FIELDS = {
 Result = tuple[int, Any]
 
 
+def api_view(pod: Pod, now: float) -> dict[str, Any]:
+    """The pod as the API shows it, with its `cost` now."""
+    return pod.to_api(now, cost=pricing.pod_cost(pod))
+
+
 @dataclass
 class _CreateRequest:
     """What a valid create body asks for, resolved against the catalog (placement aside)."""
@@ -67,13 +72,13 @@ class Service:
             raise schema.unprocessable([f"includeClusterPods: {raw!r} is not a boolean"])
         with self.store.lock:
             now = self.clock.now()
-            pods = [p.to_api(now) for p in self.store.pods.values() if not p.terminated]
+            pods = [api_view(p, now) for p in self.store.pods.values() if not p.terminated]
         pods.sort(key=lambda p: p["createdAt"])
         return 200, {"pods": pods}
 
     def get_pod(self, pod_id: str) -> Result:
         with self.store.lock:
-            return 200, self._pod(pod_id).to_api(self.clock.now())
+            return 200, api_view(self._pod(pod_id), self.clock.now())
 
     def create_pod(self, body: Any) -> Result:
         body = schema.require_object(body)
@@ -87,7 +92,7 @@ class Service:
             self.store.pods[pod.id] = pod
             self.store.append_log(pod.id, "system", f"pod created in {center.id}", now)
             self.store.save_pod(pod)
-            result = pod.to_api(now)
+            result = api_view(pod, now)
         self.engine.wake()
         return 201, result
 
@@ -262,7 +267,7 @@ class Service:
             now = self.clock.now()
             ledger.follow_rates(pod.internal.ledger, now, pricing.pod_rates(pod, pod.status))
             self.store.save_pod(pod)
-            return 200, pod.to_api(now)
+            return 200, api_view(pod, now)
 
     @staticmethod
     def _patched_mounts(pod: Pod, patch: dict[str, Any] | None) -> dict[str, Any]:
@@ -315,7 +320,7 @@ class Service:
                 transition(self.store, now, pod, "STARTING", "started by the API")
             else:
                 transition(self.store, now, pod, "STARTING", "restarted by the API")
-            result = pod.to_api(now)
+            result = api_view(pod, now)
         self.engine.wake()
         return 200, result
 
@@ -487,7 +492,7 @@ class Service:
             pod.internal.gpu_effective_count = 0
             pod.internal.gen += 1
             transition(self.store, self.clock.now(), pod, "STARTING", "restarted without its GPUs (admin API)")
-            result = pod.to_api(self.clock.now())
+            result = api_view(pod, self.clock.now())
         self.engine.wake()
         return 200, result
 

@@ -27,6 +27,16 @@ BIN = Path(sys.executable).parent
 MUTATING = ("POST", "PUT", "PATCH", "DELETE")
 
 
+def load_collection() -> None:
+    """Make `ansible_collections.trainops.gpu` importable in this process as the ansible CLIs do: ansible's
+    collection loader over this checkout's collections/ (idempotent; sys.path is left alone)."""
+    from ansible.plugins.loader import init_plugin_loader
+    from ansible.utils.collection_loader import AnsibleCollectionConfig
+
+    if AnsibleCollectionConfig.collection_finder is None:
+        init_plugin_loader([str(ROOT / "collections")])
+
+
 @dataclass
 class AnsibleRun:
     """One ansible-playbook run: exit code, output, and per-task results from the json callback."""

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-
-from runpod_integration_helpers import ROOT, live_pods, recorded, run_playbook
-
-sys.path.insert(0, str(ROOT / "collections"))
+from runpod_integration_helpers import live_pods, load_collection, recorded, run_playbook
 
 
 def test_five_pods_through_429_503_and_a_500_after_create(emulator):
@@ -147,6 +143,7 @@ def test_100_create_delete_cycles_through_faults_leave_no_duplicate_and_no_orpha
     20 % of the pod creates that succeed answer 500; 100 cycles, each one create and one delete."""
     import time
 
+    load_collection()  # _create_and_delete imports from it too
     from ansible_collections.trainops.gpu.plugins.module_utils._runpod import RunPodClient
 
     for kind, seed in (("429", 3), ("503", 5)):
