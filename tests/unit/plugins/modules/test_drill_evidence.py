@@ -530,7 +530,7 @@ def test_module_bad_input_fails_before_writing(tmp_path, reference, capsys):
     rc, result = run_module(capsys, args)
     assert rc == 1 and "modes[0] (kill): events is required unless error is set" in result["msg"]
     rc, result = run_module(capsys, dict(module_args(tmp_path, reference, {"mode": "k", "error": "x"}), run_id="../x"))
-    assert rc == 1 and "run_id must be" in result["msg"]
+    assert rc == 1 and "run_id '../x' must be" in result["msg"]
     assert not (tmp_path / "evidence").exists()
 
 
