@@ -208,7 +208,7 @@ def test_tampered_journal_fails_naming_mode_and_step(drill: Drill, full_drill):
     done, _wall_s = full_drill
     assert done.returncode == 0, explain(done)
     copy_runs = drill.tmp / "tampered-runs"
-    shutil.copytree(drill.runs / RUN_ID, copy_runs / RUN_ID, ignore=shutil.ignore_patterns("*.lock", ".sync.lock"))
+    shutil.copytree(drill.runs / RUN_ID, copy_runs / RUN_ID, ignore=shutil.ignore_patterns("*.lock"))
     metrics = copy_runs / RUN_ID / "modes" / f"{RUN_ID}-sigterm" / "logs" / "metrics.jsonl"
     lines = metrics.read_text().splitlines()
     index = next(i for i, line in enumerate(lines) if json.loads(line)["step"] == 200)
