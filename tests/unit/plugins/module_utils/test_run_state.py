@@ -436,3 +436,20 @@ def test_only_the_resources_a_create_made_are_recorded_as_found(tmp_path):
     found = [{"id": "mine", "env": {"T": "1"}}, {"id": "theirs", "env": {}}]
     assert runner.record_found(found, lambda pod: pod["env"].get("T") == "1") is found
     assert [(r["id"], r["action"]) for r in rs.load(path)["resources"]] == [("mine", "created")]
+
+
+def test_pods_not_terminated_keeps_stopped_and_running_pods_and_drops_terminated_ones():
+    document = {
+        "resources": [
+            {"kind": "pod", "id": "run", "status": "RUNNING"},
+            # A stopped pod has a final entry too (teardown's stop reads it back): it still bills.
+            {"kind": "pod", "id": "stopped", "status": "EXITED", "final": {"status": "EXITED", "source": "api"}},
+            {"kind": "pod", "id": "gone", "status": "RUNNING", "final": {"status": "TERMINATED", "source": "api"}},
+            {"kind": "pod", "id": "gone2", "status": "TERMINATED"},
+            {"kind": "pod", "id": "unknown"},
+            {"kind": "network_volume", "id": "vol", "status": "available"},
+        ]
+    }
+    assert [p["id"] for p in rs.pods_not_terminated(document)] == ["run", "stopped", "unknown"]
+    assert rs.pods_not_terminated(None) == [] and rs.pods_not_terminated({}) == []
+    assert rs.last_status({"status": "RUNNING", "final": {"status": "EXITED"}}) == "EXITED"
