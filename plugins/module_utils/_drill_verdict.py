@@ -20,7 +20,7 @@ def _seconds(value):
 
 
 def _steps(value):
-    return "%d steps" % value if isinstance(value, int) else "-"
+    return ("%d step" if value == 1 else "%d steps") % value if isinstance(value, int) else "-"
 
 
 def _step(value):

@@ -49,6 +49,7 @@ def test_an_unverified_checkpoint_and_missing_figures_are_shown_as_such():
     rows = mode_rows([mode("kill", checkpoint={"name": "step-00000050", "verified": False}), {"mode": "no_gpu"}])
     assert rows[0][4] == "step 100 (step-00000050, NOT verified)"
     assert rows[1] == ("no_gpu", "?", "-", "-", "-")
+    assert mode_rows([mode("sigterm", rpo_steps=1)])[0][3] == "1 step"
 
 
 def test_on_the_emulator_the_last_line_says_it_still_runs_and_how_to_stop_it():
