@@ -133,7 +133,7 @@ def test_bad_records_are_refused_before_writing(state_file, resources, run, mess
 
 @pytest.mark.parametrize("run_id", ["../x", "", "a/b", ".", "-x"])
 def test_bad_run_ids_are_refused(state_file, run_id):
-    with pytest.raises(rs.RunStateError, match="^run_id .* must be 1-128 letters"):
+    with pytest.raises(rs.RunStateError, match=r"^run_id .* must be 1-128 letters"):
         rs.record(state_file, run_id, [pod("p")])
 
 
