@@ -149,7 +149,7 @@ state_file:
 pods_not_terminated:
   description:
     - With O(state=query), the recorded pods whose last recorded status (their C(final) entry's, else their
-      C(status)) is not C(TERMINATED): running, stopped (a stopped pod still bills its volume disk) or unknown.
+      C(status)) is not C(TERMINATED) - running, stopped (a stopped pod still bills its volume disk) or unknown.
   returned: when O(state=query)
   type: list
   elements: dict

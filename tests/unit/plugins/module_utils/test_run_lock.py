@@ -126,7 +126,7 @@ def test_dry_run_writes_nothing(lock):
 @pytest.fixture
 def sleepers():
     """Eight live processes of this host: eight controllers."""
-    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(8)]
+    children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _child in range(8)]
     yield children
     for child in children:
         child.kill()

@@ -19,7 +19,8 @@ DIRECT = {"host": "203.0.113.7", "port": 40123, "username": "root", "command": "
 PROXY = {"host": "ssh.runpod.io", "port": 22, "username": "p1-64411eb2", "command": "ssh p1-64411eb2@ssh.runpod.io"}
 
 
-def pod(status="RUNNING", ports=("22/tcp",), runtime_ports=None, direct=None, proxy=PROXY, cloud="COMMUNITY"):
+def pod(status="RUNNING", ports=("22/tcp",), runtime_ports=None, direct=None, proxy="proxy", cloud="COMMUNITY"):
+    proxy = dict(PROXY) if proxy == "proxy" else proxy
     runtime = None if runtime_ports is None else {"uptime": 3, "ports": runtime_ports}
     return {"id": "p1", "status": status, "cloud": cloud, "dataCenterId": "EU-SE-1", "ports": list(ports),
             "ssh": {"proxy": proxy, "direct": direct}, "runtime": runtime}  # fmt: skip

@@ -72,7 +72,7 @@ def test_path_takes_the_run_id_from_the_file_or_its_directory(runs, capsys):
     [
         ({"run_id": "r1", "resources": [dict(POD, api_key="x")]}, "resources[0].api_key"),
         ({"run_id": "r1", "resources": [{"kind": "pod"}]}, "resources[0] needs id"),
-        ({"run_id": "../r1"}, "run_id must be"),
+        ({"run_id": "../r1"}, "run_id '../r1' must be 1-128 letters"),
         ({}, "run_id is required with runs_dir"),
         ({"run_id": "r1", "run": {"resources": []}}, "run must not set resources"),
         ({"run_id": "r1", "lock_timeout": 0}, "lock_timeout must be 1 to 600"),
