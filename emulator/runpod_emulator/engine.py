@@ -217,7 +217,7 @@ class Engine:
             env["PUBLIC_KEY"] = pod.internal.ssh_public_key
         mounts: list[tuple[Path, str, bool]] = []
         if self.backend.instant:
-            return LaunchSpec(pod.id, pod.internal.gen, env, pod.exposes_ssh, mounts)
+            return LaunchSpec(pod.id, pod.internal.gen, env, pod.exposes_ssh, mounts, pod.image)
         pod_dir = self.store.pod_dir(pod.id)
         persistent = pod.mounts.get("persistent")
         if persistent:
@@ -237,7 +237,7 @@ class Engine:
             atomic_write_bytes(shim_data / "gpus.conf", conf.encode(), mode=0o644)
             mounts.append((shim_data, SHIM_DATA_IN_POD, True))
             mounts.append((SHIM, "/usr/local/bin/nvidia-smi", True))
-        return LaunchSpec(pod.id, pod.internal.gen, env, pod.exposes_ssh, mounts)
+        return LaunchSpec(pod.id, pod.internal.gen, env, pod.exposes_ssh, mounts, pod.image)
 
     def _confirm_running(self, pod_id: str, gen: int) -> None:
         error = None

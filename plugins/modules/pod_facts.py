@@ -191,10 +191,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.trainops.gpu.plugins.module_utils._pod_tools import setsid_works
 
 GB = 1000**3
 EMULATED_SUFFIX = "(emulated)"
@@ -361,18 +362,7 @@ def torch_facts(python, timeout):
 def detach_facts(module):
     tmux = module.get_bin_path("tmux")
     # The job module's fallback: a child that makes its own session with setsid(2).
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", "import os; print(os.getsid(0) == os.getpid())"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-            start_new_session=True,
-        )
-        setsid = done.stdout.strip() == "True"
-    except (OSError, subprocess.TimeoutExpired):
-        setsid = False
+    setsid = setsid_works()
     return {"tmux": tmux, "setsid": setsid, "launcher": "tmux" if tmux else ("setsid" if setsid else None)}
 
 

@@ -8,6 +8,7 @@ import subprocess
 import uuid
 
 import pytest
+from runpod_emulator.backends.podman import variant_image
 from runpod_emulator.doctor import DoctorFailure, ensure_pods_can_run
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -21,6 +22,17 @@ def pod_image() -> str:
         return ensure_pods_can_run()
     except DoctorFailure as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def pod_image_no_rsync(pod_image: str) -> str:
+    """The pod image's variant without rsync (emulator/image/variant.sh no-rsync, reused while its inputs are
+    unchanged): what an emulator pod created with image `trainops/pod:no-rsync` runs."""
+    done = subprocess.run([str(ROOT / "emulator" / "image" / "variant.sh"), "no-rsync"], capture_output=True,
+                          text=True, timeout=600, check=False)  # fmt: skip
+    if done.returncode != 0:
+        pytest.fail(f"emulator/image/variant.sh no-rsync failed: {(done.stdout + done.stderr).strip()[-2000:]}")
+    return variant_image("no-rsync")
 
 
 @pytest.fixture

@@ -21,6 +21,8 @@ class LaunchSpec:
     publish_ssh: bool
     # (host directory, path inside the container, read-only)
     mounts: list[tuple[Path, str, bool]] = field(default_factory=list)
+    # The pod's `image` as the API has it: the podman backend picks the local image for it (IMAGE_VARIANTS).
+    image: str = ""
 
 
 @dataclass

@@ -22,6 +22,13 @@ from ..clock import parse_rfc3339
 from .base import BackendError, ContainerState, LaunchSpec
 
 IMAGE_REPOSITORY = "localhost/trainops-pod"
+# Pod image names (the API's `image`) that run a variant of the local pod image instead of the default one,
+# built by `emulator/image/variant.sh <variant>` as localhost/trainops-pod-<variant>:<tag> (docs/emulator.md).
+IMAGE_VARIANTS = {
+    # As RunPod's own images (runpod/pytorch): openssh-server but no rsync; rsync's .deb is in a local apt
+    # repository (/opt/trainops-apt), the image's only apt source.
+    "trainops/pod:no-rsync": "no-rsync",
+}
 LABEL_STATE = "trainops.emulator.state"
 LABEL_POD = "trainops.emulator.pod"
 LABEL_GEN = "trainops.emulator.gen"
@@ -76,6 +83,7 @@ class PodmanBackend:
         if found is None:
             raise BackendError("podman is not installed (the podman backend needs it)")
         self.podman = found
+        self._variant_images: dict[str, str] = {}
 
     def container_name(self, pod_id: str) -> str:
         return f"{self.prefix}-{pod_id}"
@@ -104,11 +112,26 @@ class PodmanBackend:
         if result.returncode != 0:
             raise BackendError(f"pod image {self.image} is missing: run `make image` first")
 
+    def image_for(self, pod_image: str) -> str:
+        """The local image a pod whose `image` is pod_image runs: its variant (IMAGE_VARIANTS), else self.image."""
+        variant = IMAGE_VARIANTS.get(pod_image)
+        if variant is None:
+            return self.image
+        if variant not in self._variant_images:
+            self._variant_images[variant] = variant_image(variant)
+        local = self._variant_images[variant]
+        if self._run(["image", "exists", local], timeout_s=60).returncode != 0:
+            raise BackendError(
+                f"pod image {pod_image} is the local variant {local}, which is not built: "
+                f"run emulator/image/variant.sh {variant}"
+            )
+        return local
+
     def launch(self, spec: LaunchSpec) -> None:
         name = self.container_name(spec.pod_id)
         labels = {LABEL_STATE: self.state_dir, LABEL_POD: spec.pod_id, LABEL_GEN: str(spec.gen)}
         args, env = run_command(
-            self.image,
+            self.image_for(spec.image),
             name,
             hostname=spec.pod_id,
             labels=labels,
@@ -219,6 +242,20 @@ def default_image() -> str:
     if result.returncode != 0 or not result.stdout.strip():
         raise BackendError(f"{tag_script} failed: {result.stderr.strip()}")
     return f"{IMAGE_REPOSITORY}:{result.stdout.strip()}"
+
+
+def variant_image(variant: str) -> str:
+    """The local image of a variant: localhost/trainops-pod-<variant>:<emulator/image/variant.sh <variant> --tag>."""
+    script = Path(__file__).resolve().parents[2] / "image" / "variant.sh"
+    try:
+        result = subprocess.run(
+            [str(script), variant, "--tag"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except OSError as exc:
+        raise BackendError(f"{script} cannot run: {exc}") from None
+    if result.returncode != 0 or not result.stdout.strip():
+        raise BackendError(f"{script} {variant} --tag failed: {result.stderr.strip()}")
+    return f"{IMAGE_REPOSITORY}-{variant}:{result.stdout.strip()}"
 
 
 def run_command(
