@@ -602,16 +602,18 @@ class RunPodClient(object):
 
     # -- catalog and billing -----------------------------------------------------------------
 
-    def list_gpu_types(self, availability=False, gpu_count=None, cloud=None) -> list:
+    def list_gpu_types(self, availability=False, gpu_count=None, cloud=None, min_cuda_version=None) -> list:
         query = []
         if availability:
             # include and product are comma-separated (style form, explode false).
             query += [("include", "AVAILABILITY"), ("product", "POD")]
             if gpu_count:
                 query.append(("count", str(gpu_count)))
-            # cloud and count are valid only with include=AVAILABILITY (400 otherwise).
+            # cloud, count and minCudaVersion are valid only with include=AVAILABILITY (400 otherwise).
             if cloud:
                 query.append(("cloud", cloud))
+            if min_cuda_version:
+                query.append(("minCudaVersion", min_cuda_version))
         return (self.request("listGpuTypes", "GET", "/v2/catalog/gpus", query=query or None) or {}).get("gpus") or []
 
     def list_data_centers(self, gpu_availability=False) -> list:

@@ -25,6 +25,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
     RunPodWaitTimeout,
     check_api_url,
 )
+from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import secret_env_values
 
 # Pause between the lookups that decide whether a create that failed happened.
 RECHECK_DELAY_S = 1.0
@@ -93,6 +94,30 @@ def runpod_argument_spec() -> dict:
     )
 
 
+class RunPodAnsibleModule(AnsibleModule):
+    """AnsibleModule whose output, ``invocation`` included, never shows a secret of its ``env`` or ``secret_env``.
+
+    no_log masks the value of ``secret_env``, not a secret-named variable given in ``env`` (``HF_TOKEN``, say) nor a
+    ``secret_env`` value repeated in ``env``: their values (``secret_env_values``) join ``no_log_values`` on every
+    way out, a failure of the argument checks included, before anything else is run."""
+
+    def hide_env_secrets(self) -> None:
+        params = getattr(self, "params", None) or {}
+        env, secret_env = params.get("env"), params.get("secret_env")
+        env = dict(env) if isinstance(env, dict) else {}
+        secret_env = secret_env if isinstance(secret_env, dict) else {}
+        env.update(secret_env)
+        self.no_log_values.update(secret_env_values(env, secret_env))
+
+    def exit_json(self, **kwargs):
+        self.hide_env_secrets()
+        super(RunPodAnsibleModule, self).exit_json(**kwargs)
+
+    def fail_json(self, msg, **kwargs):
+        self.hide_env_secrets()
+        super(RunPodAnsibleModule, self).fail_json(msg, **kwargs)
+
+
 class RunPodModule(object):
     """Shared plumbing: client, result, failure shape. Subclasses implement ``run()``."""
 
@@ -105,7 +130,7 @@ class RunPodModule(object):
     def build_module(cls, argument_spec, **kwargs) -> AnsibleModule:
         spec = runpod_argument_spec()
         spec.update(argument_spec)
-        return AnsibleModule(argument_spec=spec, **kwargs)
+        return RunPodAnsibleModule(argument_spec=spec, **kwargs)
 
     def _build_client(self) -> RunPodClient:
         params = self.module.params

@@ -12,6 +12,9 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
     pod_ssh_endpoint,
 )
 
+# One definition of a secret-looking variable name, shared with provenance's env redaction.
+from ansible_collections.trainops.gpu.plugins.module_utils._provenance import MIN_SCRUB_LENGTH, is_secret_name
+
 DEFAULT_NAME_PREFIX = "trainops"
 
 # The env entry every pod create carries: a client token, unique per create, that RunPod stores and returns
@@ -22,10 +25,31 @@ CREATE_TOKEN_ENV = "TRAINOPS_CREATE_TOKEN"
 SSH_KEY_PATTERN = re.compile(r"^(ssh|ecdsa|sk)-[^\s]+ [^\s]+([ \t][^\n\r]*)?$")
 
 
-def pod_summary(pod) -> dict:
-    """The snake_case view of a pod that modules return.
+def secret_env_values(env, secret_names=()) -> set:
+    """The values of ``env`` that are secrets, as text: those of secret-looking names (``is_secret_name``) and of
+    every name in ``secret_names`` (what a task gave as ``secret_env``), whatever the name looks like.
 
-    Environment variable values are left out on purpose (they may hold secrets): only their names.
+    A module adds them to its ``no_log_values`` (RunPodAnsibleModule does for its ``env`` and ``secret_env``), so
+    that no result, message, diff or ``-v`` output shows them. As in provenance, values shorter than
+    MIN_SCRUB_LENGTH and booleans are left out: masking ``1`` (``USE_AUTH=1``) would mask every 1 of the output."""
+    secret_names = frozenset(secret_names or ())
+    return set(
+        str(value)
+        for name, value in (env or {}).items()
+        if not isinstance(value, bool)
+        and value is not None
+        and len(str(value)) >= MIN_SCRUB_LENGTH
+        and (name in secret_names or is_secret_name(name))
+    )
+
+
+def pod_summary(pod) -> dict:
+    """The snake_case view of a pod that modules return, and the inventory's host variables: the one path from an
+    API pod to anything Ansible shows or keeps.
+
+    Environment variable values are left out on purpose, only their names are kept: RunPod returns the env as
+    it was given, secrets (``secret_env``, the create token) included, and a pod read later does not say which
+    of its variables were secret.
     """
     if not pod:
         return {}
@@ -63,6 +87,35 @@ def pod_summary(pod) -> dict:
         "created_at": pod.get("createdAt"),
         "started_at": pod.get("startedAt"),
     }
+
+
+# Catalog stock levels with stock, best first (AvailabilityLevel; NONE means none now).
+STOCK_LEVELS = ("HIGH", "MEDIUM", "LOW")
+
+
+def placement(gpu_type, data_centers, preferred=(), network_volume_type=None) -> list:
+    """The data centers where ``gpu_type`` (its catalog entry, read with availability) has stock now, best first.
+
+    Higher stock first; equal stock in the order of ``preferred`` (the caller's fallback order), then by id. With
+    ``preferred`` only those data centers are candidates, with ``network_volume_type`` only those that offer
+    network volumes of that type (``data_centers``: the data center catalog). Stock is a hint, not a
+    reservation: a create in the first may still fail for capacity, and the next one is the fallback.
+    Each entry: ``id``, ``name``, ``availability``, ``network_volume_types``.
+    """
+    by_id = dict((dc.get("id"), dc) for dc in data_centers or [])
+    rank = dict((dc_id, index) for index, dc_id in enumerate(preferred or ()))
+    found = []
+    for entry in (gpu_type or {}).get("dataCenters") or []:
+        dc_id, level = entry.get("id"), entry.get("availability")
+        if level not in STOCK_LEVELS or (rank and dc_id not in rank):
+            continue
+        types = list((by_id.get(dc_id) or {}).get("networkVolumeTypes") or [])
+        if network_volume_type and network_volume_type not in types:
+            continue
+        found.append({"id": dc_id, "name": entry.get("name"), "availability": level, "network_volume_types": types})
+    return sorted(
+        found, key=lambda dc: (STOCK_LEVELS.index(dc["availability"]), rank.get(dc["id"], len(rank)), dc["id"])
+    )
 
 
 def volume_summary(volume) -> dict:

@@ -77,6 +77,17 @@ def mount_path_problems(option, path) -> list:
     return []
 
 
+def volume_choice_problems(persistent_volume_size, network_volume_id) -> list:
+    """A pod mounts a persistent volume or a network volume, never both (RunPod's ``Mounts``: at most one of
+    ``persistent`` and ``network``); a create asking for both is refused, not sent with one of them dropped."""
+    if persistent_volume_size is None or network_volume_id is None:
+        return []
+    return [
+        "persistent_volume_size (%s GB) and network_volume_id (%s) are both set, but a pod mounts a persistent "
+        "volume or a network volume, not both: drop one of them" % (persistent_volume_size, network_volume_id)
+    ]
+
+
 def container_problems(body) -> list:
     """Problems with the container settings of a create or update body (ports, env, mount paths, disk)."""
     problems = port_problems(body.get("ports")) + env_problems(body.get("env"))
@@ -241,6 +252,31 @@ def _mount_problems(mounts, cpu_pod, wanted_dcs, network_volume, network_volume_
                     "a volume attaches only to pods in its own data center"
                     % (volume_id, volume_dc, ", ".join(wanted_dcs))
                 )
+    return problems
+
+
+def placement_option_problems(params, data_centers=None) -> list:
+    """Problems with runpod_catalog_info's placement options (``data_center_ids``, ``min_cuda_version``,
+    ``network_volume_type``). Without ``data_centers`` (the data center catalog) only what needs no API call;
+    with it, the data center ids are checked too."""
+    given = [k for k in ("data_center_ids", "min_cuda_version", "network_volume_type") if params.get(k)]
+    problems = []
+    if given and not (params.get("gpu_type") and params.get("availability")):
+        problems.append(
+            "%s rank the data centers for one GPU type by its stock: give gpu_type and availability=true too"
+            % " and ".join(given)
+        )
+    version = params.get("min_cuda_version")
+    if version and not (isinstance(version, str) and CUDA_VERSION.match(version)):
+        problems.append("min_cuda_version %r is not major.minor" % (version,))
+    if data_centers is None:
+        return problems
+    known = set(dc.get("id") for dc in data_centers)
+    unknown = [dc_id for dc_id in params.get("data_center_ids") or [] if dc_id not in known]
+    if unknown:
+        problems.append(
+            "unknown data center %s; the catalog lists: %s" % (", ".join(map(repr, unknown)), _known(known))
+        )
     return problems
 
 

@@ -117,7 +117,8 @@ options:
   persistent_volume_size:
     description:
       - Size in GB (at least 10) of a persistent volume on the pod's host. It survives stop and dies with
-        the pod. Mutually exclusive with O(network_volume_id). Fixed at create.
+        the pod. Mutually exclusive with O(network_volume_id) (a pod mounts one or the other); a task that
+        sets both fails before any API call, in check mode too. Fixed at create.
     type: int
   persistent_volume_path:
     description:
@@ -128,6 +129,7 @@ options:
   network_volume_id:
     description:
       - Id of a network volume to mount. It must live in one of O(data_center_ids). Fixed at create.
+      - Mutually exclusive with O(persistent_volume_size).
     type: str
   network_volume_path:
     description:
@@ -403,6 +405,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod_validate impo
     mount_path_problems,
     port_problems,
     validate_pod_body,
+    volume_choice_problems,
 )
 
 # Options that only one kind of pod takes: given for the other kind, RunPod would ignore them.
@@ -427,6 +430,7 @@ def option_problems(params, env) -> list:
             if p[k] not in (None, [])
         ]
     problems += port_problems(p["ports"]) + env_problems(env)
+    problems += volume_choice_problems(p["persistent_volume_size"], p["network_volume_id"])
     problems += mount_path_problems("persistent_volume_path", p["persistent_volume_path"])
     problems += mount_path_problems("network_volume_path", p["network_volume_path"])
     if p["name"] is not None and not p["name"]:
@@ -554,10 +558,14 @@ class RunPodPod(ResourceRecording, RunPodModule):
             body["dataCenterIds"] = list(p["data_center_ids"])
         if p["container_disk"] is not None:
             body["disk"] = p["container_disk"]
+        mounts = {}
         if p["persistent_volume_size"] is not None:
-            body["mounts"] = {"persistent": {"size": p["persistent_volume_size"], "path": p["persistent_volume_path"]}}
+            mounts["persistent"] = {"size": p["persistent_volume_size"], "path": p["persistent_volume_path"]}
         if p["network_volume_id"]:
-            body["mounts"] = {"network": [{"volumeId": p["network_volume_id"], "path": p["network_volume_path"]}]}
+            mounts["network"] = [{"volumeId": p["network_volume_id"], "path": p["network_volume_path"]}]
+        if mounts:
+            # Both kinds stay in the body (option_problems refuses that first): validate_pod_body names it.
+            body["mounts"] = mounts
         body["ports"] = list(p["ports"]) if p["ports"] is not None else ["22/tcp"]
         env = self.desired_env()
         if env:
@@ -960,7 +968,6 @@ def main():
         required_one_of=[("id", "name")],
         mutually_exclusive=[
             ("gpu_type", "cpu_flavor"),
-            ("persistent_volume_size", "network_volume_id"),
             ("allowed_cuda_versions", "min_cuda_version"),
         ],
         required_by={"cpu_flavor": "vcpu_count"},

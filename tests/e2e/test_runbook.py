@@ -128,8 +128,15 @@ def make_targets() -> set[str]:
     return targets
 
 
+# A shell variable set from a command's output: `NAME=$(command | filter)`; the command's names are checked.
+CAPTURED = re.compile(r"^[A-Z][A-Z0-9_]*=\$\((.+)\)$", re.S)
+
+
 def names_problems(command: str) -> list[str]:
     """What a command names that does not exist: playbooks, modules and their -a options, -e variables, targets."""
+    captured = CAPTURED.match(command)
+    if captured:
+        return names_problems(captured.group(1).split(" | ", 1)[0])
     words = shlex.split(command)
     problems = []
     specs = {
@@ -185,6 +192,37 @@ def test_every_command_block_is_marked_and_the_flow_is_complete():
 def test_commands_name_what_exists(block: Block):
     problems = [f"{command}: {p}" for command in block.commands for p in names_problems(command)]
     assert not problems, "\n".join(problems)
+
+
+def test_the_data_center_comes_from_the_catalog_not_the_runbook():
+    # Step 3 picks the data center where the GPU type has stock (runpod_catalog_info's placement, a fallback list
+    # of candidates) into $TRAINOPS_DATA_CENTER; every later command takes it from there, none names one itself.
+    commands = [(b.target, c) for b in BLOCKS for c in b.commands]
+    for target in ("emulator", "runpod"):
+        picks = [c for t, c in commands if t == target and c.startswith("TRAINOPS_DATA_CENTER=$(")]
+        assert len(picks) == 1, (target, picks)
+        words = shlex.split(CAPTURED.match(picks[0]).group(1).split(" | ", 1)[0])
+        assert words[words.index("-m") + 1] == "trainops.gpu.runpod_catalog_info", picks[0]
+        options = dict(w.split("=", 1) for w in shlex.split(words[words.index("-a") + 1]) if "=" in w)
+        assert options["availability"] == "true" and len(options["data_center_ids"].split(",")) >= 2, options
+        assert any(c == "export TRAINOPS_DATA_CENTER" for t, c in commands if t == target)
+        volumes = [c for t, c in commands if t == target and "runpod_network_volume" in c and "state=absent" not in c]
+        assert volumes and all("data_center=$TRAINOPS_DATA_CENTER" in c for c in volumes), volumes
+    pinned = [c for _t, c in commands if re.search(r"data_center=(?!\"?\$TRAINOPS_DATA_CENTER)|data_center_ids=\[", c)]
+    assert not pinned, f"commands that name a data center themselves: {pinned}"
+    drill = [c for t, c in commands if t == "runpod" and "playbooks/resume_drill.yml" in c]
+    assert drill and all('resume_drill_data_center="$TRAINOPS_DATA_CENTER"' in c for c in drill), drill
+
+
+def test_the_runbook_says_where_ssh_keys_and_the_api_key_reach():
+    text = " ".join(RUNBOOK.read_text().split())
+    assert "an account key reaches only the pods created after it was registered" in text
+    assert "`RUNPOD_API_KEY` carries the key" in text
+    assert "inventories/runpod.runpod.yml" in text and (ROOT / "inventories" / "runpod.runpod.yml").is_file()
+    config = yaml.safe_load((ROOT / "inventories" / "runpod.runpod.yml").read_text())
+    assert config["plugin"] == "trainops.gpu.runpod" and "'RUNPOD_API_KEY'" in config["api_key"], config
+    runpod_inventories = [c for b in BLOCKS if b.target == "runpod" for c in b.commands if "runpod.runpod.yml" in c]
+    assert any(c.startswith("ansible-inventory ") for c in runpod_inventories), runpod_inventories
 
 
 def test_gotchas_cite_real_code():
@@ -362,6 +400,10 @@ def test_runbook_commands_run_on_the_emulator(session: Session):
     audit = json.loads(audits[0].read_text())
     volumes = [v for v in audit["network_volumes"] if v["name"] == "trainops-smoke-vol"]
     assert len(volumes) == 1 and volumes[0]["ours"] and volumes[0]["unattached"], audit["network_volumes"]
+    # Where step 3's catalog request put it: among its candidates, the emulator has RTX 4090 stock HIGH in EU-SE-1
+    # (MEDIUM in EU-RO-1, which the list names first); the smoke pod went there with it.
+    assert volumes[0]["data_center"] == "EU-SE-1", volumes[0]
+    assert pods[0]["data_center_id"] == "EU-SE-1", pods[0]
     gone = [p for p in audit["recorded_but_gone"] if p["id"] == pods[0]["id"]]
     assert gone and gone[0]["terminate_recorded"] and gone[0]["run_id"] == run_id, audit["recorded_but_gone"]
     assert audit["orphans"] == [], audit["orphans"]

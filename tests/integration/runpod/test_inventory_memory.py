@@ -203,3 +203,29 @@ def test_cache_is_per_url_and_key_and_a_wrong_key_fails(emulator, tmp_path):
     assert done.returncode != 0, done.stdout + done.stderr
     assert "401" in done.stderr and "wrong-key" not in done.stdout + done.stderr
     assert [(r["method"], r["path"], r["status"]) for r in recorded(emulator)] == [("GET", "/v2/pods", 401)]
+
+
+def test_the_runpod_inventory_file_reads_the_key_from_runpod_api_key(emulator):
+    # inventories/runpod.runpod.yml, the RunPod twin of local.runpod.yml: URL from RUNPOD_API_URL (here the
+    # emulator's), key from RUNPOD_API_KEY only; without it the inventory fails naming the variable.
+    source = ROOT / "inventories" / "runpod.runpod.yml"
+    assert emulator.api("PUT", "/v2/account/ssh-keys", {"keys": [KEY]})[0] == 200
+    pod = make_pod(emulator, "trainops-rp1-trainer")
+    make_pod(emulator, "jupyter-notebook")
+    pod = emulator.wait_for(pod["id"], lambda p: p["ssh"]["direct"] is not None, 30)
+    inventory, _output = run_inventory(emulator, source)
+    host = inventory["_meta"]["hostvars"]["trainops-rp1-trainer"]
+    assert (host["ansible_host"], host["ansible_port"]) == (pod["ssh"]["direct"]["host"], pod["ssh"]["direct"]["port"])
+    assert "jupyter-notebook" not in inventory["_meta"]["hostvars"]  # name_prefix: trainops-
+    env = ansible_env(emulator, RUNPOD_EMULATOR_API_KEY=emulator.api_key)
+    del env["RUNPOD_API_KEY"]
+    done = subprocess.run(
+        [str(BIN / "ansible-inventory"), "-i", str(source), "--list"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0 and "RUNPOD_API_KEY" in done.stderr, done.stderr[-2000:]

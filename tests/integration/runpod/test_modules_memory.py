@@ -149,6 +149,13 @@ PREDICT_CASES = [
         "expect": "network_volume_path 'data' is not an absolute",
     },
     {"case": "network-colon", "network_volume_path": "/data:ro", "expect": "network_volume_path '/data:ro' must not"},
+    {
+        # RunPod's Mounts takes one kind; the module used to send the network volume and drop the persistent one.
+        "case": "persistent-and-network",
+        "persistent_volume_size": 20,
+        "network_volume_path": "/data",
+        "expect": "persistent_volume_size (20 GB) and network_volume_id (",
+    },
     {"case": "unknown-cpu-flavor", "cpu_flavor": "cpu9x", "vcpu_count": 4, "expect": "unknown cpu_flavor 'cpu9x'"},
     {
         "case": "vcpu-1024",

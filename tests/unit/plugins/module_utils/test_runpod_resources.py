@@ -8,11 +8,14 @@ import pytest
 
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import (
     parse_pod_name,
+    placement,
     pod_summary,
+    secret_env_values,
     select_pods,
     ssh_key_identity,
 )
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_validate import (
+    placement_option_problems,
     validate_pod_body,
     validate_volume_request,
 )
@@ -72,6 +75,27 @@ def test_pod_summary_hides_env_values():
     assert "hf_secret" not in repr(summary)
     assert (summary["ssh_host"], summary["ssh_port"], summary["gpu_count"]) == ("127.0.0.1", 2201, 2)
     assert summary["network_volume"] == {"id": "v", "path": "/workspace"}
+
+
+def test_secret_env_values_by_name_and_by_secret_env():
+    env = {
+        "HF_TOKEN": "hf_secret_value",
+        "WANDB_API_KEY": "wandb-secret",
+        "db_password": "hunter22",
+        "PLAIN_SETTING": "given-as-secret-env",
+        "RUN_ID": "run42",
+        "USE_AUTH": "1",  # too short to hunt: masking "1" would mask every 1 of the output
+        "SECRET_FLAG": True,
+        "EMPTY_TOKEN": "",
+    }
+    assert secret_env_values(env, ["PLAIN_SETTING"]) == {
+        "hf_secret_value",
+        "wandb-secret",
+        "hunter22",
+        "given-as-secret-env",
+    }
+    assert secret_env_values(env) == {"hf_secret_value", "wandb-secret", "hunter22"}
+    assert secret_env_values(None) == set()
 
 
 def test_select_pods_by_name_skips_terminated_and_other_names():
@@ -146,3 +170,54 @@ def test_invalid_volume_requests(size, dc, tier, fragment):
 def test_valid_volume_request():
     assert validate_volume_request(10, "EU-RO-1", "HIGH_PERFORMANCE", DCS) == []
     assert validate_volume_request(4096, "US-TX-3", None, DCS) == []
+
+
+CATALOG_DCS = [
+    {"id": "A-1", "networkVolumeTypes": ["STANDARD", "HIGH_PERFORMANCE"]},
+    {"id": "B-1", "networkVolumeTypes": ["STANDARD"]},
+    {"id": "C-1", "networkVolumeTypes": []},
+    {"id": "D-1", "networkVolumeTypes": ["STANDARD"]},
+]
+GPU_STOCK = {
+    "id": "g",
+    "dataCenters": [
+        {"id": "A-1", "name": "A", "availability": "LOW"},
+        {"id": "B-1", "name": "B", "availability": "MEDIUM"},
+        {"id": "C-1", "name": "C", "availability": "HIGH"},
+        {"id": "D-1", "name": "D", "availability": "MEDIUM"},
+        {"id": "E-1", "name": "E", "availability": "NONE"},
+    ],
+}
+
+
+def ids(ranked):
+    return [dc["id"] for dc in ranked]
+
+
+def test_placement_orders_by_stock_then_the_fallback_order_then_id():
+    assert ids(placement(GPU_STOCK, CATALOG_DCS)) == ["C-1", "B-1", "D-1", "A-1"]
+    # Equal stock (B-1, D-1): the caller's order decides; only the listed data centers are candidates.
+    assert ids(placement(GPU_STOCK, CATALOG_DCS, ["A-1", "D-1", "B-1"])) == ["D-1", "B-1", "A-1"]
+    assert ids(placement(GPU_STOCK, CATALOG_DCS, ["E-1"])) == []  # no stock there
+    assert ids(placement(GPU_STOCK, CATALOG_DCS, network_volume_type="STANDARD")) == ["B-1", "D-1", "A-1"]
+    assert ids(placement(GPU_STOCK, CATALOG_DCS, network_volume_type="HIGH_PERFORMANCE")) == ["A-1"]
+    assert placement(None, CATALOG_DCS) == [] and placement({"id": "g"}, CATALOG_DCS) == []
+    assert placement(GPU_STOCK, CATALOG_DCS)[0] == {
+        "id": "C-1",
+        "name": "C",
+        "availability": "HIGH",
+        "network_volume_types": [],
+    }
+
+
+def test_placement_options_need_a_gpu_type_with_availability_and_known_ids():
+    good = {"gpu_type": "g", "availability": True, "data_center_ids": ["A-1"], "min_cuda_version": "12.8"}
+    assert placement_option_problems(good, CATALOG_DCS) == []
+    assert placement_option_problems({"gpu_type": "g", "availability": False}) == []
+    [problem] = placement_option_problems(dict(good, availability=False))
+    assert problem.startswith("data_center_ids and min_cuda_version rank the data centers")
+    assert placement_option_problems(dict(good, min_cuda_version="12")) == ["min_cuda_version '12' is not major.minor"]
+    # Without the catalog the ids are not judged yet; with it an unknown one is named.
+    assert placement_option_problems(dict(good, data_center_ids=["X-9"])) == []
+    [problem] = placement_option_problems(dict(good, data_center_ids=["X-9", "A-1"]), CATALOG_DCS)
+    assert problem == "unknown data center 'X-9'; the catalog lists: A-1, B-1, C-1, D-1"

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from ansible_collections.trainops.gpu.plugins.module_utils._runpod_resources import select_pods
-from ansible_collections.trainops.gpu.plugins.modules.runpod_pod import action_took_effect
+from ansible_collections.trainops.gpu.plugins.modules.runpod_pod import action_took_effect, option_problems
 from ansible_collections.trainops.gpu.plugins.modules.runpod_ssh_key import updated_keys
 
 KEY_A = "ssh-ed25519 AAAAC3NzaA alice@laptop"
@@ -46,3 +46,37 @@ def test_select_pods_by_prefix_and_status():
     assert [p["id"] for p in select_pods(pods)] == ["1", "2"]
     assert [p["id"] for p in select_pods(pods, statuses=["TERMINATED"])] == ["3"]
     assert [p["id"] for p in select_pods(pods, name="trainops-r1-b")] == ["2"]
+
+
+def pod_params(**given):
+    """runpod_pod's parameters as AnsibleModule hands them over: every option, defaults filled in."""
+    params = dict.fromkeys(
+        ("id", "gpu_type", "gpu_count", "cpu_flavor", "vcpu_count", "container_disk", "persistent_volume_size"),
+    )
+    params.update(
+        name="trainops-r1-trainer",
+        gpu_type="NVIDIA GeForce RTX 4090",
+        allowed_cuda_versions=None,
+        min_cuda_version=None,
+        network_volume_id=None,
+        persistent_volume_path="/workspace",
+        network_volume_path="/workspace",
+        ports=None,
+        wait_timeout=600,
+    )
+    params.update(given)
+    return params
+
+
+def test_a_persistent_and_a_network_volume_are_refused_naming_both():
+    problems = option_problems(pod_params(persistent_volume_size=20, network_volume_id="vol-1"), None)
+    assert len(problems) == 1
+    assert "persistent_volume_size (20 GB) and network_volume_id (vol-1) are both set" in problems[0]
+    assert "not both" in problems[0]
+
+
+def test_one_volume_kind_alone_is_no_problem():
+    assert option_problems(pod_params(persistent_volume_size=20), None) == []
+    assert option_problems(pod_params(network_volume_id="vol-1"), None) == []
+    # A role that passes an unset size as null asks for no persistent volume.
+    assert option_problems(pod_params(persistent_volume_size=None, network_volume_id="vol-1"), None) == []
