@@ -125,17 +125,23 @@ def _per_hour(rows, keep=lambda row: True) -> float:
     return sum(row["cost_per_hour_now"] for row in rows if keep(row))
 
 
+def _ours(row) -> bool:
+    return row["ours"]
+
+
+def _not_ours(row) -> bool:
+    return not row["ours"]
+
+
 def totals(pod_rows, volume_rows, price_rules) -> dict:
     per_hour = _per_hour(pod_rows) + _per_hour(volume_rows)
-    ours = lambda row: row["ours"]  # noqa: E731
-    not_ours = lambda row: not row["ours"]  # noqa: E731
     return {
         "pods": len(pod_rows),
         "network_volumes": len(volume_rows),
         "per_hour_now": round(per_hour, 6),
         "per_month_at_current_rates": round(per_hour * price_rules["hours_per_month"], 2),
-        "ours_per_hour_now": round(_per_hour(pod_rows, ours) + _per_hour(volume_rows, ours), 6),
-        "not_ours_per_hour_now": round(_per_hour(pod_rows, not_ours) + _per_hour(volume_rows, not_ours), 6),
+        "ours_per_hour_now": round(_per_hour(pod_rows, _ours) + _per_hour(volume_rows, _ours), 6),
+        "not_ours_per_hour_now": round(_per_hour(pod_rows, _not_ours) + _per_hour(volume_rows, _not_ours), 6),
         "running_pods_per_hour": round(sum(row["cost_per_hour_api"] for row in pod_rows), 6),
         "stopped_storage_per_month": round(
             sum(row["storage_per_month_stopped"] for row in pod_rows if row["storage_per_month_stopped"] is not None), 6
