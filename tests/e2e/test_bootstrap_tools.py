@@ -74,7 +74,8 @@ class NoRsyncPod:
                       "sync_src": str(self.src), "sync_runs_dir": str(self.tmp / "runs"), **extra}  # fmt: skip
         env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
                    ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"))  # fmt: skip
-        command = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(self.inventory), str(self.playbook), "-e", json.dumps(extra_vars)]
+        playbook = str(Path(sys.executable).with_name("ansible-playbook"))
+        command = [playbook, "-i", str(self.inventory), str(self.playbook), "-e", json.dumps(extra_vars)]
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
         report = json.loads(done.stdout[done.stdout.index("{") :])
         results = {t["task"]["name"].partition(" : ")[2] or t["task"]["name"]: t["hosts"]["pod"]
