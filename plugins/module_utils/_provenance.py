@@ -36,7 +36,6 @@ import shlex
 import socket
 import stat
 import subprocess
-import tempfile
 import time
 
 from ansible_collections.trainops.gpu.plugins.module_utils._source_verify import (
@@ -46,7 +45,11 @@ from ansible_collections.trainops.gpu.plugins.module_utils._source_verify import
     load_cache,
     racy,
 )
-from ansible_collections.trainops.gpu.plugins.module_utils._run_layout import run_id_problem
+from ansible_collections.trainops.gpu.plugins.module_utils._files import (
+    atomic_write,
+    atomic_write_unless,
+)
+from ansible_collections.trainops.gpu.plugins.module_utils._files import validate_run_id as _validate_run_id
 from ansible_collections.trainops.gpu.plugins.module_utils._version import COLLECTION_VERSION
 import contextlib
 
@@ -82,10 +85,7 @@ class ProvenanceError(Exception):
 def validate_run_id(run_id):
     # type: (object) -> str
     """The run id when it follows the run-id rule (_run_layout.run_id_problem); else ProvenanceError."""
-    problem = run_id_problem(run_id)
-    if problem:
-        raise ProvenanceError(problem + " (no path separators)")
-    return run_id
+    return _validate_run_id(run_id, ProvenanceError)
 
 
 def is_secret_name(name):
@@ -969,55 +969,6 @@ def read_existing(path):
         return None
 
 
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _fsync_dir(path):
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path, writer, unchanged=None):
-    """(writer's result, replaced): write ``path`` through ``writer(binary file)`` into a temporary file beside
-    it, fsync, rename, fsync the directory. When ``unchanged(result)`` says the file already holds that, the
-    temporary file is dropped instead and ``path`` is left as it is."""
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            result = writer(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if unchanged is not None and unchanged(result):
-            os.unlink(tmp)
-            return result, False
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(directory)
-    return result, True
-
-
-def atomic_write(path, writer):
-    """Write ``path`` through ``writer(binary file)`` into a temporary file beside it, fsync, rename, fsync
-    the directory. Returns what the writer returned."""
-    return _atomic_write(path, writer)[0]
-
-
 def _same_file_text(path, text):
     try:
         with open(path, "rb") as handle:
@@ -1035,7 +986,7 @@ def _write_archive_file(found, run_dir, archive_path):
     Returns (sha256, bytes, changed)."""
     if not os.path.isdir(run_dir):
         os.makedirs(run_dir)
-    (digest, size), changed = _atomic_write(
+    (digest, size), changed = atomic_write_unless(
         archive_path,
         lambda handle: write_archive(found.src, found.entries, handle),
         lambda result: _same_archive(archive_path, result[0]),

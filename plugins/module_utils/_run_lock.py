@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: trainops.gpu maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-# Runs on the controller, inside ansible-playbook's worker (the run_lock action); standard library only.
+# Runs on the controller, inside ansible-playbook's worker (the run_lock action); standard library and _files.
 # ruff: noqa: UP004, UP009, UP031, RUF100
 """A run's lock on the controller: ``<runs_dir>/<run_id>/.run.lock``, held by one ansible-playbook at a time.
 
@@ -28,6 +28,8 @@ import datetime
 import os
 import shutil
 import time
+
+from ansible_collections.trainops.gpu.plugins.module_utils._files import atomic_write
 
 LOCK_NAME = ".run.lock"
 OWNER_NAME = "owner"
@@ -114,10 +116,9 @@ def holder_alive(owner, host):
 def _write_owner(lock, me, now):
     since = datetime.datetime.fromtimestamp(int(now), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     record = dict(me, time="%d" % int(now), since=since)
-    tmp = os.path.join(lock, OWNER_NAME + ".tmp")
-    with open(tmp, "w") as handle:
-        handle.write("".join("%s=%s\n" % (key, record.get(key, "")) for key in OWNER_FIELDS))
-    os.replace(tmp, os.path.join(lock, OWNER_NAME))
+    # UTF-8: ansible-playbook, whose worker runs this, insists on a UTF-8 locale, which read_owner's open uses.
+    text = "".join("%s=%s\n" % (key, record.get(key, "")) for key in OWNER_FIELDS).encode("utf-8")
+    atomic_write(os.path.join(lock, OWNER_NAME), lambda handle: handle.write(text))
 
 
 def acquire(lock, me, now=None, dry_run=False):

@@ -37,11 +37,7 @@ import re
 import signal
 import time
 
-from ansible_collections.trainops.gpu.plugins.module_utils._provenance import (
-    ProvenanceError,
-    atomic_write,
-    validate_run_id,
-)
+from ansible_collections.trainops.gpu.plugins.module_utils._files import atomic_write, validate_run_id
 
 FORMAT_VERSION = 1
 STATE_NAME = "state.json"
@@ -80,10 +76,7 @@ def state_path(runs_dir, run_id):
 
 def check_run_id(run_id):
     # type: (object) -> str
-    try:
-        return validate_run_id(run_id)
-    except ProvenanceError as exc:
-        raise RunStateError(str(exc)) from None
+    return validate_run_id(run_id, RunStateError)
 
 
 def secret_keys(value, where=""):
