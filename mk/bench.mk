@@ -12,13 +12,7 @@ export BENCH_COMMAND
 .PHONY: bench
 
 bench: setup image
-	@$(MAKE) --no-print-directory emulator-start EMULATOR_BACKEND=podman
-	@backend=$$($(PY) -c 'import json,sys; print(json.load(open(sys.argv[1])).get("backend", ""))' "$(EMULATOR_STATE)/emulator.json"); \
-	if [ "$$backend" != podman ]; then \
-		echo "bench: the emulator in $(EMULATOR_STATE) runs the $$backend backend; pods need podman (make emulator-stop first)" >&2; \
-		exit 1; fi
-	@RUNPOD_EMULATOR_STATE_DIR="$(EMULATOR_STATE)" \
-	RUNPOD_API_URL="$$($(PY) -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$(EMULATOR_STATE)/emulator.json")" \
-	RUNPOD_API_KEY="$$(cat "$(EMULATOR_STATE)/api-key")" \
+	@$(MAKE) --no-print-directory emulator-podman EMULATOR_FOR=bench
+	@$(EMULATOR_ENV) \
 	ansible-playbook -i inventories/local.runpod.yml playbooks/bench.yml \
 		-e "$$($(PY) -c 'import json,os; print(json.dumps({"bench_command": os.environ["BENCH_COMMAND"]}))')" $(BENCH_ARGS)

@@ -10,14 +10,8 @@ DRILL_ARGS ?=
 .PHONY: drill bench-drill
 
 drill: setup image
-	@$(MAKE) --no-print-directory emulator-start EMULATOR_BACKEND=podman
-	@backend=$$($(PY) -c 'import json,sys; print(json.load(open(sys.argv[1])).get("backend", ""))' "$(EMULATOR_STATE)/emulator.json"); \
-	if [ "$$backend" != podman ]; then \
-		echo "drill: the emulator in $(EMULATOR_STATE) runs the $$backend backend; pods need podman (make emulator-stop first)" >&2; \
-		exit 1; fi
-	@RUNPOD_EMULATOR_STATE_DIR="$(EMULATOR_STATE)" \
-	RUNPOD_API_URL="$$($(PY) -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$(EMULATOR_STATE)/emulator.json")" \
-	RUNPOD_API_KEY="$$(cat "$(EMULATOR_STATE)/api-key")" \
+	@$(MAKE) --no-print-directory emulator-podman EMULATOR_FOR=drill
+	@$(EMULATOR_ENV) \
 	ansible-playbook -i inventories/local.runpod.yml playbooks/resume_drill.yml $(DRILL_ARGS)
 
 bench-drill: setup image

@@ -6,7 +6,26 @@ EMULATOR_STATE ?= $(ROOT)/state/emulator
 EMULATOR_PORT ?= 0
 EMULATOR_BACKEND ?= podman
 
-.PHONY: emulator-start emulator-stop emulator-status bench-emulator
+.PHONY: emulator-start emulator-stop emulator-status emulator-podman bench-emulator
+
+# emulator-podman: start the emulator with the podman backend when it is not running, and refuse one that runs
+# another backend. The first step of the targets that run playbooks on its pods (smoke, drill, bench):
+#   @$(MAKE) --no-print-directory emulator-podman EMULATOR_FOR=smoke
+# (a target, not a $(call): a literal $(MAKE) line is what "make -n" runs, and only that line).
+EMULATOR_FOR ?= emulator-podman
+
+emulator-podman:
+	@$(MAKE) --no-print-directory emulator-start EMULATOR_BACKEND=podman
+	@backend=$$($(PY) -c 'import json,sys; print(json.load(open(sys.argv[1])).get("backend", ""))' "$(EMULATOR_STATE)/emulator.json"); \
+	if [ "$$backend" != podman ]; then \
+		echo "$(EMULATOR_FOR): the emulator in $(EMULATOR_STATE) runs the $$backend backend; pods need podman (make emulator-stop first)" >&2; \
+		exit 1; fi
+
+# The environment that points a command at the running emulator: its state dir, URL and key, whatever
+# RUNPOD_API_URL/RUNPOD_API_KEY say (a real key is never sent to it). Use: @$(EMULATOR_ENV) \ ansible-playbook ...
+EMULATOR_ENV = RUNPOD_EMULATOR_STATE_DIR="$(EMULATOR_STATE)" \
+	RUNPOD_API_URL="$$($(PY) -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$(EMULATOR_STATE)/emulator.json")" \
+	RUNPOD_API_KEY="$$(cat "$(EMULATOR_STATE)/api-key")"
 
 emulator-start: setup
 	@mkdir -p "$(EMULATOR_STATE)"; \

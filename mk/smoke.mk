@@ -12,13 +12,7 @@ SMOKE_ARGS ?=
 .PHONY: smoke
 
 smoke: setup image
-	@$(MAKE) --no-print-directory emulator-start EMULATOR_BACKEND=podman
-	@backend=$$($(PY) -c 'import json,sys; print(json.load(open(sys.argv[1])).get("backend", ""))' "$(EMULATOR_STATE)/emulator.json"); \
-	if [ "$$backend" != podman ]; then \
-		echo "smoke: the emulator in $(EMULATOR_STATE) runs the $$backend backend; pods need podman (make emulator-stop first)" >&2; \
-		exit 1; fi
-	@RUNPOD_EMULATOR_STATE_DIR="$(EMULATOR_STATE)" \
-	RUNPOD_API_URL="$$($(PY) -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$(EMULATOR_STATE)/emulator.json")" \
-	RUNPOD_API_KEY="$$(cat "$(EMULATOR_STATE)/api-key")" \
+	@$(MAKE) --no-print-directory emulator-podman EMULATOR_FOR=smoke
+	@$(EMULATOR_ENV) \
 	ansible-playbook -i inventories/local.runpod.yml playbooks/smoke.yml \
 		$(if $(SMOKE_RUN_ID),-e smoke_run_id=$(SMOKE_RUN_ID)) $(SMOKE_ARGS)
