@@ -61,7 +61,10 @@ image: setup
 lint: setup
 	@echo "lint: ruff"; ruff check . && ruff format --check .
 	@echo "lint: shellcheck"; git ls-files '*.sh' .ci/run | xargs shellcheck
-	@echo "lint: ansible-lint"; ansible-lint --offline --profile production
+	@# ANSIBLE_HOME of its own: a copy of trainops.gpu installed under ~/.ansible/collections (a stale one, say)
+	@# would shadow this checkout (./collections) and fail on modules it lacks.
+	@echo "lint: ansible-lint"; mkdir -p .cache/ansible-lint-home && \
+		ANSIBLE_HOME=$(ROOT)/.cache/ansible-lint-home ansible-lint --offline --profile production
 
 sanity: setup
 	@scripts/ansible_test.sh sanity --python 3.11 --color no
