@@ -26,6 +26,9 @@ description:
   - C(report.json) holds every figure, the pods and ports before and after, and the provenance summary;
     C(report.md) the verdict table, phase timings and wall time; C(loss.png) the loss of the reference and of
     each resumed run against step, with the interruption and the step resumed from marked.
+  - The inputs come either as O(reference) and O(modes), or from the drill's own records (O(records)), when
+    the module reads C(drill/modes/reference.json) and C(drill/modes/<mode>.json) under O(records.run_dir),
+    sums the phases and records them in C(drill/run.json).
   - Files are written atomically, and only when their content changes; a second run on the same inputs
     changes nothing. See docs/evidence.md.
 author:
@@ -63,8 +66,8 @@ options:
   reference:
     description:
       - The uninterrupted reference run's pulled files. It must have finished with a C(weights_sha256).
+      - Required with O(modes); mutually exclusive with O(records).
     type: dict
-    required: true
     suboptions:
       metrics:
         description: Path of its C(metrics.jsonl).
@@ -82,9 +85,9 @@ options:
   modes:
     description:
       - One entry per drilled mode, each a run interrupted once and resumed to the end.
+      - One of O(modes) and O(records) is required.
     type: list
     elements: dict
-    required: true
     suboptions:
       mode:
         description:
@@ -138,12 +141,52 @@ options:
   phases:
     description:
       - Seconds spent in each phase of the whole drill (provisioning, bootstrap, sync, training, interruption,
-        recovery, teardown), for the report.
+        recovery, teardown), for the report. With O(records) they are summed from the records instead.
     type: dict
-    default: {}
   wall_s:
-    description: The drill's wall time in seconds, for the report.
+    description: The drill's wall time in seconds, for the report. With O(records) it is measured instead.
     type: float
+  records:
+    description:
+      - Judge the drill that roles/resume_drill recorded under O(records.run_dir) (C(runs/<run_id>)). The
+        reference's files are the pulled logs C(drill/modes/reference.json) names (C(pulled)), each mode's those
+        of C(drill/modes/<mode>.json). A record with C(status) V(done) gives the mode's files, interruption
+        time, last step before it, checkpoint_verify result, pods, timings, notes and clock offset; V(failed) its
+        error; no record (or another status) makes the mode fail as not run.
+      - A record that is not a JSON object, or a done record without a number where one is needed, fails the
+        module naming the file.
+      - O(provenance) defaults to C(provenance.json) in O(records.run_dir) when that file exists.
+    type: dict
+    suboptions:
+      run_dir:
+        description: The drill's run directory, C(<runs_dir>/<run_id>). Pulled paths in the records are relative to it.
+        type: path
+        required: true
+      modes:
+        description: The modes drilled, in the drill's order (the report's).
+        type: list
+        elements: str
+        required: true
+      stopped:
+        description: Why the drill stopped, if it did; named in the reason of each mode without a record.
+        type: str
+      phases:
+        description:
+          - The phases the controller timed itself (provisioning, bootstrap, sync, teardown). Training is the
+            reference's and every mode's C(timings.training_s) summed, interruption and recovery every mode's
+            C(interruption_s) and C(recovery_s); every C(pull_s) is added to sync.
+        type: dict
+        default: {}
+      started_epoch:
+        description: When the drill started (epoch seconds); the wall time is measured from it.
+        type: float
+      did_work:
+        description:
+          - This run did work (ran the reference or a mode). Its phases and wall time are reported and recorded in
+            C(drill/run.json). Otherwise the ones C(run.json) recorded are reported, so that a run that did
+            nothing changes nothing.
+        type: bool
+        default: false
   fail_on_mismatch:
     description:
       - Fail when any mode failed, naming each failed mode and its reason (the first differing step for a
@@ -182,6 +225,18 @@ EXAMPLES = r"""
     wall_s: 120.3
   delegate_to: localhost
   register: evidence
+
+- name: Judge the drill from its own records (runs/<run_id>/drill/modes/*.json) and sum its phases
+  trainops.gpu.drill_evidence:
+    evidence_dir: "{{ runs_dir }}/{{ run_id }}/evidence"
+    run_id: "{{ run_id }}"
+    records:
+      run_dir: "{{ runs_dir }}/{{ run_id }}"
+      modes: [kill, sigterm, stop_start]
+      phases: {provisioning: 12.0, bootstrap: 8.5, sync: 3.1}
+      started_epoch: "{{ started_epoch }}"
+      did_work: true
+  delegate_to: localhost
 """
 
 RETURN = r"""
@@ -254,17 +309,21 @@ msg:
 """
 
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.trainops.gpu.plugins.module_utils._drill_evidence import (
+from ansible_collections.trainops.gpu.plugins.module_utils._drill_judge import (
+    EvidenceError,
+    build_report,
+    failure_message,
+)
+from ansible_collections.trainops.gpu.plugins.module_utils._drill_records import DrillRecords, run_record_path
+from ansible_collections.trainops.gpu.plugins.module_utils._drill_report import (
     LOSS_PNG_NAME,
     REPORT_JSON_NAME,
     REPORT_MD_NAME,
-    EvidenceError,
     PlotLibraryMissing,
-    build_report,
-    failure_message,
     files_to_change,
     keep_volatile,
     render_markdown,
@@ -272,11 +331,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._drill_evidence impor
     report_json_bytes,
     write_files,
 )
-from ansible_collections.trainops.gpu.plugins.module_utils._provenance import (
-    ProvenanceError,
-    atomic_write,
-    validate_run_id,
-)
+from ansible_collections.trainops.gpu.plugins.module_utils._files import atomic_write, validate_run_id
 
 # The pin of the collection's requirements.txt, named in the error when matplotlib is missing.
 MATPLOTLIB_REQUIREMENT = "matplotlib==3.11.2"
@@ -297,37 +352,65 @@ MODE_SPEC = dict(
     clock_offset_error_s=dict(type="float"),
 )
 
+RECORDS_SPEC = dict(
+    run_dir=dict(type="path", required=True),
+    modes=dict(type="list", elements="str", required=True),
+    stopped=dict(type="str"),
+    phases=dict(type="dict", default={}),
+    started_epoch=dict(type="float"),
+    did_work=dict(type="bool", default=False),
+)
+
 ARGUMENT_SPEC = dict(
     evidence_dir=dict(type="path", required=True),
     run_id=dict(type="str", required=True),
     provenance=dict(type="path"),
     reference=dict(
         type="dict",
-        required=True,
         options=dict(
             metrics=dict(type="path", required=True),
             result=dict(type="path", required=True),
             events=dict(type="path"),
         ),
     ),
-    modes=dict(type="list", elements="dict", required=True, options=MODE_SPEC),
-    phases=dict(type="dict", default={}),
+    modes=dict(type="list", elements="dict", options=MODE_SPEC),
+    phases=dict(type="dict"),
     wall_s=dict(type="float"),
+    records=dict(type="dict", options=RECORDS_SPEC),
     fail_on_mismatch=dict(type="bool", default=True),
 )
+MUTUALLY_EXCLUSIVE = [["records", "reference"], ["records", "modes"], ["records", "phases"], ["records", "wall_s"]]
+REQUIRED_ONE_OF = [["records", "modes"]]
+REQUIRED_TOGETHER = [["reference", "modes"]]
 
 
-def judge(params):
+def inputs(params, now):
+    """(build_report's keyword arguments, run.json as (path, bytes) or None): as given, or read from the
+    drill's records with the phases summed."""
+    records = params["records"]
+    if not records:
+        given = dict((key, params[key]) for key in ("reference", "modes", "provenance", "phases", "wall_s"))
+        return given, None
+    drill = DrillRecords.read(records["run_dir"], params["run_id"], records["modes"])
+    timing, run_json = drill.timing(records["phases"], records["started_epoch"], records["did_work"], now)
+    provenance = params["provenance"]
+    if provenance is None and os.path.isfile(os.path.join(records["run_dir"], "provenance.json")):
+        provenance = os.path.join(records["run_dir"], "provenance.json")
+    wall_s = timing.get("wall_s")
+    judged = dict(
+        reference=drill.reference_entry(),
+        modes=drill.mode_entries(records["stopped"]),
+        provenance=provenance,
+        phases=timing.get("phases") or {},
+        wall_s=float(wall_s) if isinstance(wall_s, (int, float)) and not isinstance(wall_s, bool) else wall_s,
+    )
+    return judged, (run_record_path(records["run_dir"]), run_json) if run_json is not None else None
+
+
+def judge(params, given):
     """(report, files): the report and the evidence files as (path, bytes), nothing written yet."""
     directory = params["evidence_dir"]
-    report, series = build_report(
-        run_id=params["run_id"],
-        reference=params["reference"],
-        modes=params["modes"],
-        provenance=params["provenance"],
-        phases=params["phases"],
-        wall_s=params["wall_s"],
-    )
+    report, series = build_report(run_id=params["run_id"], **given)
     json_path = os.path.join(directory, REPORT_JSON_NAME)
     report = keep_volatile(report, json_path)
     files = [
@@ -338,8 +421,23 @@ def judge(params):
     return report, files
 
 
+def write_run_record(run_record, check_mode):
+    """Record this run's phases and wall time in drill/run.json (before judging, as the drill always did:
+    a later run that cannot redo the work reads them). True when the file changes."""
+    changes = files_to_change([run_record])
+    if changes and not check_mode:
+        write_files(os.path.dirname(run_record[0]), changes, atomic_write)
+    return bool(changes)
+
+
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = AnsibleModule(
+        argument_spec=ARGUMENT_SPEC,
+        mutually_exclusive=MUTUALLY_EXCLUSIVE,
+        required_one_of=REQUIRED_ONE_OF,
+        required_together=REQUIRED_TOGETHER,
+        supports_check_mode=True,
+    )
     params = module.params
     directory = params["evidence_dir"]
     paths = {
@@ -347,22 +445,32 @@ def main():
         "md": os.path.join(directory, REPORT_MD_NAME),
         "png": os.path.join(directory, LOSS_PNG_NAME),
     }
+    run_changed = False
     try:
-        validate_run_id(params["run_id"])
-        report, files = judge(params)
+        validate_run_id(params["run_id"], EvidenceError)
+        given, run_record = inputs(params, time.time())
+        if run_record is not None:
+            run_changed = write_run_record(run_record, module.check_mode)
+        report, files = judge(params, given)
         changes = files_to_change(files)
         if changes and not module.check_mode:
             write_files(directory, changes, atomic_write)
-    except (EvidenceError, ProvenanceError) as exc:
-        module.fail_json(msg=str(exc), report=paths)
+    except EvidenceError as exc:
+        module.fail_json(msg=str(exc), report=paths, changed=run_changed)
     except PlotLibraryMissing as exc:
         msg = missing_required_lib("matplotlib", reason="to draw loss.png")
-        module.fail_json(msg="%s Install it with: pip install %s" % (msg, MATPLOTLIB_REQUIREMENT), error=str(exc))
+        module.fail_json(
+            msg="%s Install it with: pip install %s" % (msg, MATPLOTLIB_REQUIREMENT),
+            error=str(exc),
+            changed=run_changed,
+        )
     except (IOError, OSError) as exc:
-        module.fail_json(msg="cannot write the evidence in %s: %s" % (directory, exc), report=paths)
+        module.fail_json(
+            msg="cannot write the evidence in %s: %s" % (directory, exc), report=paths, changed=run_changed
+        )
 
     result = dict(
-        changed=bool(changes),
+        changed=bool(changes) or run_changed,
         passed=report["passed"],
         failed_modes=report["failed_modes"],
         modes=report["modes"],

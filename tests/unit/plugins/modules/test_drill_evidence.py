@@ -13,7 +13,8 @@ import sys
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.trainops.gpu.plugins.module_utils import _drill_evidence as de
+from ansible_collections.trainops.gpu.plugins.module_utils import _drill_judge as de
+from ansible_collections.trainops.gpu.plugins.module_utils import _drill_report as dr
 from ansible_collections.trainops.gpu.plugins.modules import drill_evidence as module
 
 STEPS = 200
@@ -373,7 +374,7 @@ def test_markdown_table_has_one_row_per_mode_and_the_phases(tmp_path, reference)
     report, _series = de.build_report(
         "r1", reference, [resumed_run(tmp_path), entry], phases={"training": 3.25, "recovery": 9.0}, wall_s=42.0
     )
-    text = de.render_markdown(report)
+    text = dr.render_markdown(report)
     assert text.startswith("# Resume drill r1: FAIL\n")
     assert "| kill | **PASS** | 4.01 | 30 | 100 | yes | identical (200 steps) | identical |" in text
     assert "| recreate | **FAIL** | - | - | - | - | - | - | orchestration failed: no pod |" in text
@@ -442,11 +443,11 @@ def test_every_evidence_file_names_the_config_hash_that_ran(tmp_path, reference)
     assert report["config_hash"] == CONFIG_HASH and report["reference"]["config_hash"] == CONFIG_HASH
     assert report["modes"][0]["config_hash"] == CONFIG_HASH and report["modes"][0]["notes"] == []
     assert report["provenance"]["config_hash"] is None  # as provenance.json has it
-    text = de.render_markdown(report)
+    text = dr.render_markdown(report)
     assert "None" not in text
     assert f"Reference: 200 steps (1 to 200), config hash `{CONFIG_HASH}`" in text
     assert f"config hash `{CONFIG_HASH}` (the trainer's; provenance.json records none)" in text
-    assert CONFIG_HASH in de.plot_title(report)
+    assert CONFIG_HASH in dr.plot_title(report)
 
 
 def test_a_config_hash_that_differs_is_noted(tmp_path, reference):
@@ -465,11 +466,11 @@ def test_a_config_hash_that_differs_is_noted(tmp_path, reference):
     [mode] = report["modes"]
     assert mode["config_hash"] == other
     assert f"config hash {other} differs from the reference's {CONFIG_HASH}" in mode["notes"]
-    text = de.render_markdown(report)
+    text = dr.render_markdown(report)
     assert f"config hash `{CONFIG_HASH}` ran; provenance.json records `sha256:{'d' * 64}`" in text
     # Nothing known at all: said in words, never `None`.
     report, _series = de.build_report("r1", dict(reference, events=None), [resumed_run(tmp_path)])
-    assert report["config_hash"] is None and "config hash unknown" in de.render_markdown(report)
+    assert report["config_hash"] is None and "config hash unknown" in dr.render_markdown(report)
 
 
 # ---------------------------------------------------------------------------------------------- the module
@@ -545,3 +546,130 @@ def test_module_without_matplotlib_names_the_package(tmp_path, reference, capsys
 def test_the_named_requirement_is_the_pinned_one():
     requirements = pathlib.Path(__file__).resolve().parents[4] / "requirements.txt"
     assert module.MATPLOTLIB_REQUIREMENT in requirements.read_text().splitlines()
+
+
+# ------------------------------------------------------------------------------------ the drill's own records
+
+
+def drill_run_dir(tmp_path):
+    """runs/r1 as roles/resume_drill leaves it: the reference and the kill run pulled under modes/r1-<name>/logs,
+    their records under drill/modes/, no record for sigterm (the drill stopped before it)."""
+    run_dir = tmp_path / "runs" / "r1"
+    ref_logs = run_dir / "modes" / "r1-reference" / "logs"
+    write_lines(ref_logs / "metrics.jsonl", [record(s, T0 + s * STEP_S) for s in range(1, STEPS + 1)])
+    write_result(ref_logs / "result.json")
+    write_lines(ref_logs / "events.jsonl", [{"event": "start", "time": T0 - 1.0, "config_hash": CONFIG_HASH}])
+    kill = with_config_hash(resumed_run(run_dir / "modes" / "r1-kill", name="logs"))
+    records = run_dir / "drill" / "modes"
+    records.mkdir(parents=True)
+    reference_record = {
+        "status": "done",
+        "pulled": "modes/r1-reference",
+        "timings": {"training_s": 4.5, "pull_s": 1.25},
+    }
+    (records / "reference.json").write_text(json.dumps(reference_record))
+    kill_record = {
+        "mode": "kill",
+        "status": "done",
+        "error": None,
+        "pulled": "modes/r1-kill",
+        "interrupted_at": kill["interrupted_at"],
+        "last_step_before": kill["last_step_before"],
+        "checkpoint_verify": kill["checkpoint_verify"],
+        "pods": kill["pods"],
+        "timings": {"interruption_s": 0.5, "pull_s": 2.0, "recovery_s": 3.25, "start_s": 1.0, "training_s": 10.0},
+        "notes": "SIGKILL",
+        "clock": {"offset_s": 0.25, "error_s": 0.01},
+    }
+    (records / "kill.json").write_text(json.dumps(kill_record, indent=4, sort_keys=True))
+    return run_dir, kill, kill_record
+
+
+def records_args(tmp_path, run_dir, **records):
+    return {
+        "evidence_dir": str(run_dir / "evidence"),
+        "run_id": "r1",
+        "records": dict({"run_dir": str(run_dir), "modes": ["kill", "sigterm"]}, **records),
+        "fail_on_mismatch": False,
+    }
+
+
+def test_module_reads_the_drill_records_and_sums_the_phases(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    run_dir, kill, kill_record = drill_run_dir(tmp_path)
+    controller = {"provisioning": 5.0, "bootstrap": 6.0, "sync": 1.5, "teardown": 2.0}
+    args = records_args(tmp_path, run_dir, phases=controller, started_epoch=1000.0, did_work=True, stopped="lost")
+    rc, result = run_module(capsys, args)
+    assert rc == 0 and result["changed"] and result["failed_modes"] == ["sigterm"], result
+    recorded = json.loads((run_dir / "drill" / "run.json").read_text())
+    assert recorded["phases"] == {
+        "bootstrap": 6.0,
+        "interruption": 0.5,
+        "provisioning": 5.0,
+        "recovery": 3.25,
+        "sync": 4.75,  # the controller's 1.5, the reference's pull 1.25 and kill's 2.0
+        "teardown": 2.0,
+        "training": 14.5,
+    }
+    report = json.loads((run_dir / "evidence" / "report.json").read_text())
+    assert report["phases"] == recorded["phases"] and report["wall_s"] == recorded["wall_s"] > 0
+    [judged_kill, sigterm] = report["modes"]
+    assert judged_kill["status"] == "PASS" and judged_kill["clock"]["offset_s"] == 0.25
+    assert sigterm["reason"] == "orchestration failed: not run: the drill stopped before this mode: lost"
+    assert report["provenance"] is None  # runs/r1 holds no provenance.json
+
+    # The same report as the one given the entries the drill's Jinja used to assemble.
+    explicit = dict(
+        kill,
+        mode="kill",
+        timings=kill_record["timings"],
+        notes="SIGKILL",
+        error=None,
+        clock_offset_s=0.25,
+        clock_offset_error_s=0.01,
+    )
+    ref_logs = run_dir / "modes" / "r1-reference" / "logs"
+    given = {
+        "evidence_dir": str(tmp_path / "given"),
+        "run_id": "r1",
+        "reference": {
+            k: str(ref_logs / (k + n)) for k, n in (("metrics", ".jsonl"), ("result", ".json"), ("events", ".jsonl"))
+        },
+        "modes": [explicit, {"mode": "sigterm", "error": "not run: the drill stopped before this mode: lost"}],
+        "phases": recorded["phases"],
+        "wall_s": recorded["wall_s"],
+        "fail_on_mismatch": False,
+    }
+    rc, _given_result = run_module(capsys, given)
+    assert rc == 0
+    for name in ("report.md", "loss.png"):
+        assert (tmp_path / "given" / name).read_bytes() == (run_dir / "evidence" / name).read_bytes(), name
+    again = json.loads((tmp_path / "given" / "report.json").read_text())
+    assert dict(again, generated_at=None) == dict(report, generated_at=None)
+
+    # A later run that did nothing reports what run.json recorded and changes nothing, check mode neither.
+    later = records_args(tmp_path, run_dir, phases={}, started_epoch=5000.0, did_work=False, stopped="lost")
+    rc, result = run_module(capsys, later)
+    assert rc == 0 and result["changed"] is False, result
+    rc, result = run_module(capsys, dict(later, records=dict(later["records"], did_work=True)), check_mode=True)
+    assert rc == 0 and result["changed"] is True  # run.json would get the new wall time
+    assert json.loads((run_dir / "drill" / "run.json").read_text()) == recorded
+
+
+def test_module_names_a_bad_record_and_writes_no_evidence(tmp_path, capsys):
+    run_dir, _kill, _record = drill_run_dir(tmp_path)
+    (run_dir / "drill" / "modes" / "kill.json").write_text('{"status": "done", "interrupted_at": null}')
+    rc, result = run_module(capsys, records_args(tmp_path, run_dir))
+    path = run_dir / "drill" / "modes" / "kill.json"
+    assert rc == 1 and result["msg"].startswith(f"drill record {path}: interrupted_at is None"), result
+    (run_dir / "drill" / "modes" / "kill.json").write_text("{")
+    rc, result = run_module(capsys, records_args(tmp_path, run_dir))
+    assert rc == 1 and result["msg"].startswith(f"drill record {path} is not JSON"), result
+    (run_dir / "drill" / "modes" / "reference.json").unlink()
+    (run_dir / "modes" / "r1-reference" / "logs" / "metrics.jsonl").unlink()
+    (run_dir / "drill" / "modes" / "kill.json").unlink()
+    rc, result = run_module(capsys, records_args(tmp_path, run_dir))
+    assert rc == 1 and result["msg"].startswith("no reference run recorded: " + str(run_dir)), result
+    assert not (run_dir / "evidence").exists()
+    rc, result = run_module(capsys, dict(records_args(tmp_path, run_dir), modes=[{"mode": "kill", "error": "x"}]))
+    assert rc == 1 and "mutually exclusive: records|modes" in result["msg"], result
