@@ -348,14 +348,22 @@ from ansible_collections.trainops.gpu.plugins.module_utils._run_layout import (
     RunLayout,
 )
 
-# The job directory's files besides the shared layout's (run_layout.JOB_FILE_NAMES).
+# The supervisor (module_utils/_job_supervisor.py) runs on its own: _launch writes its source to
+# <job_dir>/supervisor.py and starts `python3 supervisor.py <job_dir>` detached.
+from ansible_collections.trainops.gpu.plugins.module_utils._job_supervisor import (
+    COMMAND_NAME,
+    ENV_FIFO_NAME,
+    EXIT_SIGNAL_NAME,
+    SUPERVISOR_LOG_NAME,
+    SUPERVISOR_STATE_NAME,
+)
+from ansible_collections.trainops.gpu.plugins.module_utils._job_supervisor import (
+    source as supervisor_source,
+)
+
+# The job directory's files besides the shared layout's (run_layout.JOB_FILE_NAMES) and the supervisor's.
 LOCK_NAME = ".lock"
 SUPERVISOR_NAME = "supervisor.py"
-SUPERVISOR_STATE_NAME = "supervisor.json"
-SUPERVISOR_LOG_NAME = "supervisor.log"
-COMMAND_NAME = "command.json"
-EXIT_SIGNAL_NAME = "exit_signal"
-ENV_FIFO_NAME = "env.fifo"
 PREVIOUS_DIRNAME = "previous"
 
 MAX_WAIT = 6 * 3600
@@ -368,267 +376,6 @@ RESULT_MAX_BYTES = 256 * 1024
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-# The supervisor: written to <job_dir>/supervisor.py and run detached as `python3 supervisor.py <job_dir>`.
-# Standard library only, Python >= 3.8. It reads command.json, takes the environment from env.fifo (never
-# from a file), starts the command in its own session with stdout+stderr appended to output.log, writes
-# started_at, supervisor.json and pid, samples telemetry every interval, and when the command ends writes
-# ended_at, exit_signal (when a signal killed it) and last exit_code, each atomically.
-SUPERVISOR_SOURCE = r'''# trainops job supervisor, written by the trainops.gpu.job module. Standard library only.
-import datetime
-import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import time
-
-JOB_DIR = sys.argv[1]
-
-
-def path(name):
-    return os.path.join(JOB_DIR, name)
-
-
-def now():
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
-
-
-def log(message):
-    sys.stderr.write("%s supervisor[%d]: %s\n" % (now(), os.getpid(), message))
-    sys.stderr.flush()
-
-
-def write_atomic(name, text):
-    target = path(name)
-    tmp = "%s.tmp-%d" % (target, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, text.encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, target)
-    dfd = os.open(JOB_DIR, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
-def stat_fields(pid):
-    with open("/proc/%d/stat" % pid) as handle:
-        data = handle.read()
-    return data[data.rfind(")") + 2:].split()
-
-
-def start_ticks(pid):
-    try:
-        return int(stat_fields(pid)[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def boot_id():
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as handle:
-            return handle.read().strip()
-    except OSError:
-        return None
-
-
-TICKS = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def tree_usage(root):
-    """(processes, rss bytes, cpu seconds) of root and its descendants, from /proc."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = stat_fields(int(entry))
-            if fields[0] in ("Z", "X"):
-                continue
-            table[int(entry)] = (int(fields[1]), sum(int(v) for v in fields[11:15]), int(fields[21]))
-        except (OSError, IndexError, ValueError):
-            continue
-    children = {}
-    for pid, (ppid, _cpu, _rss) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    seen, todo = set(), [root] if root in table else []
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        todo.extend(children.get(pid, ()))
-    cpu = sum(table[p][1] for p in seen) / float(TICKS)
-    rss = sum(table[p][2] for p in seen) * PAGE
-    return len(seen), rss, cpu
-
-
-def number(text):
-    text = text.strip()
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            return float(text)
-        except ValueError:
-            return None
-
-
-def gpu_sample(nvidia_smi):
-    try:
-        done = subprocess.run(
-            [nvidia_smi, "--query-gpu=index,memory.used,memory.total,utilization.gpu",
-             "--format=csv,noheader,nounits"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return [], "%s: %s" % (type(exc).__name__, exc)
-    text = done.stdout.decode("utf-8", "replace")
-    if done.returncode != 0:
-        return [], "nvidia-smi exited %d: %s" % (done.returncode, text.strip()[:200])
-    gpus = []
-    for line in text.splitlines():
-        parts = line.split(",")
-        if len(parts) != 4:
-            continue
-        index, used, total, util = (number(p) for p in parts)
-        gpus.append({"index": index, "memory_used_mib": used, "memory_total_mib": total,
-                     "utilization_percent": util})
-    return gpus, None
-
-
-# The command starts with these at SIG_DFL whatever this supervisor inherited (SIGINT and SIGQUIT are ignored in
-# anything started with `&` from a script, SIGHUP under nohup) or ignores itself (SIGHUP): it reacts to what
-# state=stopped sends as it would when started from a shell.
-DEFAULT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP)
-
-
-def default_signals():
-    for signum in DEFAULT_SIGNALS:
-        signal.signal(signum, signal.SIG_DFL)
-
-
-def main():
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    log_fd = os.open(path("supervisor.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(log_fd, 2)
-    os.dup2(log_fd, 1)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    write_atomic("supervisor.json", json.dumps({
-        "supervisor_pid": os.getpid(), "supervisor_start_ticks": start_ticks(os.getpid()), "boot_id": boot_id(),
-    }) + "\n")
-    with open(path("command.json")) as handle:
-        config = json.load(handle)
-    # The environment comes through the FIFO, from the module that started this supervisor.
-    signal.alarm(60)
-    with open(path("env.fifo"), "rb") as fifo:
-        env = json.loads(fifo.read().decode("utf-8"))
-    signal.alarm(0)
-    os.unlink(path("env.fifo"))
-    argv = config["argv"]
-    output = os.open(path("output.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    write_atomic("started_at", now() + "\n")
-    started_mono = time.monotonic()
-    started_wall = time.time()
-    try:
-        child = subprocess.Popen(
-            argv, cwd=config["chdir"], env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
-            start_new_session=True, close_fds=True, preexec_fn=default_signals,
-        )
-    except OSError as exc:
-        code = 127 if isinstance(exc, FileNotFoundError) else 126
-        os.write(output, ("trainops job: cannot run %r: %s\n" % (argv[0], exc)).encode("utf-8"))
-        log("cannot start the command: %s; exit code %d" % (exc, code))
-        write_atomic("supervisor.json", json.dumps({
-            "supervisor_pid": os.getpid(), "supervisor_start_ticks": start_ticks(os.getpid()),
-            "command_pid": None, "command_start_ticks": None, "boot_id": boot_id(), "started_epoch": started_wall,
-        }) + "\n")
-        write_atomic("ended_at", now() + "\n")
-        write_atomic("exit_code", "%d\n" % code)
-        return
-    os.close(output)
-    pid = child.pid
-    write_atomic("supervisor.json", json.dumps({
-        "supervisor_pid": os.getpid(), "supervisor_start_ticks": start_ticks(os.getpid()),
-        "command_pid": pid, "command_start_ticks": start_ticks(pid), "boot_id": boot_id(),
-        "started_epoch": started_wall,
-    }) + "\n")
-    write_atomic("pid", "%d\n" % pid)
-    log("started pid %d: %r" % (pid, argv))
-
-    def forward(signum, _frame):
-        log("got %s: forwarding it to the job's process group" % signal.Signals(signum).name)
-        try:
-            os.killpg(pid, signum)
-        except OSError:
-            pass
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-
-    interval = float(config["telemetry_interval"])
-    nvidia_smi = shutil.which("nvidia-smi", path=env.get("PATH") or os.defpath)
-    telemetry = open(path("telemetry.jsonl"), "a")
-    next_sample = started_mono
-    last_cpu, last_mono = 0.0, started_mono
-    status = None
-    while status is None:
-        try:
-            waited, raw = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            waited, raw = pid, 255 << 8
-        if waited == pid:
-            status = raw
-            break
-        mono = time.monotonic()
-        if mono >= next_sample:
-            ts = now()
-            processes, rss, cpu = tree_usage(pid)
-            elapsed = mono - last_mono
-            sample = {
-                "ts": ts, "elapsed_s": round(mono - started_mono, 3), "pid": pid, "processes": processes,
-                "rss_bytes": rss, "cpu_seconds": round(cpu, 3),
-                "cpu_percent": round(100.0 * max(cpu - last_cpu, 0.0) / elapsed, 1) if elapsed > 0 else 0.0,
-            }
-            last_cpu, last_mono = cpu, mono
-            if nvidia_smi:
-                gpus, error = gpu_sample(nvidia_smi)
-                sample["gpus"] = gpus
-                if error:
-                    sample["gpu_error"] = error
-            telemetry.write(json.dumps(sample, sort_keys=True) + "\n")
-            telemetry.flush()
-            while next_sample <= time.monotonic():
-                next_sample += interval
-        time.sleep(max(0.01, min(0.1, next_sample - time.monotonic())))
-    telemetry.close()
-    write_atomic("ended_at", now() + "\n")
-    if os.WIFSIGNALED(status):
-        signum = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(signum).name
-        except ValueError:
-            name = "SIG%d" % signum
-        write_atomic("exit_signal", name + "\n")
-        code = 128 + signum
-        log("pid %d was killed by %s: exit code %d" % (pid, name, code))
-    else:
-        code = os.WEXITSTATUS(status)
-        log("pid %d exited with %d" % (pid, code))
-    write_atomic("exit_code", "%d\n" % code)
-
-
-if __name__ == "__main__":
-    main()
-'''
 
 
 def _read_text(path, limit=4096):
@@ -900,7 +647,7 @@ def _launch(module, job, argv, chdir, env, launcher, python, interval, run_id):
     if launcher == "tmux" and not tmux:
         module.fail_json(msg="launcher=tmux, but tmux is not on the PATH")
     session = _tmux_session_name(run_id, os.path.basename(job.job_dir)) if launcher == "tmux" else None
-    _write_atomic(job.path(SUPERVISOR_NAME), SUPERVISOR_SOURCE)
+    _write_atomic(job.path(SUPERVISOR_NAME), supervisor_source())
     config = {
         "argv": argv,
         "chdir": chdir,
