@@ -66,7 +66,9 @@ def source():
         text = loader.get_source(__name__)
     if text is None:
         with open(__file__, "rb") as handle:
-            text = handle.read().decode("utf-8")
+            text = handle.read()
+    if isinstance(text, bytes):  # Ansible's collection loader (controller side, ansible-test) returns bytes
+        text = text.decode("utf-8")
     return text
 
 
