@@ -105,6 +105,12 @@ options:
         expires is reported as running with RV(wait_expired=true), not as a failure.
     type: int
     default: 0
+  wait_deadline:
+    description:
+      - With O(wait), never wait past this moment (seconds since the epoch, UTC), and at least 1 s; a caller that
+        repeats a bounded wait (C(until:)/C(retries:) with the same arguments) keeps one overall deadline.
+      - Unset, the wait is O(wait) seconds.
+    type: float
   signal:
     description:
       - With O(state=stopped), send only this signal (e.g. V(SIGTERM), V(SIGKILL), V(SIGINT), V(SIGUSR1);
@@ -304,6 +310,46 @@ result:
   description: The content of that C(result.json); null when RV(result_status) is.
   returned: always
   type: dict
+run_status:
+  description:
+    - The run's status, from the one definition of exit statuses (C(run_layout)), for callers that judge the job
+      as a training run (the train role). V(running), V(lost) and V(absent) as RV(state); for an exited job the
+      RV(result_status) when it is one of V(finished), V(interrupted), V(refused), V(failed), else V(unknown)
+      when a signal killed the command, else the exit code's status (0 V(finished), 75 V(interrupted),
+      2 V(refused), anything else V(failed)).
+  returned: always
+  type: str
+  sample: finished
+layout:
+  description:
+    - The run directory's paths (C(run_layout)) when the job belongs to a run (O(durable_root) and O(run_id), or a
+      O(job_dir) of the form C(<run_dir>/job/<name>)); null otherwise.
+  returned: always
+  type: dict
+  contains:
+    run_dir:
+      description: The run directory.
+      type: str
+      sample: /workspace/trainops/run42
+    src:
+      description: The synced source (C(src/)).
+      type: str
+    ckpt:
+      description: The checkpoint root (C(ckpt/)).
+      type: str
+    logs:
+      description: The trainer's logs directory.
+      type: str
+    metrics:
+      description: The per-step journal, C(logs/metrics.jsonl).
+      type: str
+      sample: /workspace/trainops/run42/logs/metrics.jsonl
+    events:
+      description: The trainer's events, C(logs/events.jsonl).
+      type: str
+    result:
+      description: The trainer's C(logs/result.json).
+      type: str
 signals_sent:
   description: Signals this call sent (O(state=stopped); in check mode, the first it would send).
   returned: always
@@ -326,6 +372,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import math
 import os
 import re
 import shlex
@@ -345,7 +392,12 @@ from ansible_collections.trainops.gpu.plugins.module_utils._run_layout import (
     JOB_PID_NAME,
     JOB_STARTED_AT_NAME,
     JOB_TELEMETRY_NAME,
+    STATUS_FAILED,
+    STATUS_FINISHED,
+    STATUS_INTERRUPTED,
+    STATUS_REFUSED,
     RunLayout,
+    status_for_exit,
 )
 
 # The supervisor (module_utils/_job_supervisor.py) runs on its own: _launch writes its source to
@@ -373,6 +425,8 @@ HANDOVER_TIMEOUT = 30.0
 POLL = 0.25
 TAIL_BYTES = 64 * 1024
 RESULT_MAX_BYTES = 256 * 1024
+RESULT_STATUSES = (STATUS_FINISHED, STATUS_INTERRUPTED, STATUS_REFUSED, STATUS_FAILED)
+STATUS_UNKNOWN = "unknown"  # killed by a signal before the trainer recorded its outcome
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -517,6 +571,8 @@ class Job(object):
         info["output_tail"] = _tail(info["log"], tail_lines)
         if state in ("exited", "lost") and self.run_dir:
             self._add_result(info, sup.get("started_epoch"))
+        info["run_status"] = run_status(info)
+        info["layout"] = layout_paths(self.run_dir)
         return info
 
     def _add_result(self, info, started_epoch):
@@ -535,6 +591,34 @@ class Job(object):
 
     def exists(self):
         return os.path.isdir(self.job_dir)
+
+
+def run_status(info):
+    """The run's status for a job's state (`info` as Job.read returns it): the state while it runs, is lost or
+    absent; for an exited job result.json's status, else unknown when a signal killed it, else its exit code's."""
+    if info["state"] != "exited":
+        return info["state"]
+    if info.get("result_status") in RESULT_STATUSES:
+        return info["result_status"]
+    if info.get("exit_signal"):
+        return STATUS_UNKNOWN
+    return status_for_exit(info["exit_code"])
+
+
+def layout_paths(run_dir):
+    """The run directory's paths by the run layout, or None without a run directory."""
+    if not run_dir:
+        return None
+    layout = RunLayout.from_run_dir(run_dir)
+    return {
+        "run_dir": layout.run_dir,
+        "src": layout.src,
+        "ckpt": layout.ckpt,
+        "logs": layout.logs,
+        "metrics": layout.metrics,
+        "events": layout.events,
+        "result": layout.result,
+    }
 
 
 class Lock(object):
@@ -853,6 +937,7 @@ def _argument_spec():
         state=dict(type="str", choices=["started", "status", "stopped"], default="started"),
         restart=dict(type="bool", default=False),
         wait=dict(type="int", default=0),
+        wait_deadline=dict(type="float"),
         signal=dict(type="str"),
         grace=dict(type="int", default=30),
         telemetry_interval=dict(type="float", default=3.0),
@@ -884,15 +969,24 @@ def _check_params(module):
     return env, signum
 
 
-def _read_or_wait(job, wait, tail_lines):
-    """(info, wait expired): after waiting up to `wait` seconds for the job to end, or at once for 0."""
+def _read_or_wait(job, wait, tail_lines, deadline=None):
+    """(info, wait expired): after waiting up to `wait` seconds (no later than `deadline`, epoch seconds, but at
+    least 1 s) for the job to end, or at once for 0."""
     if wait:
-        return _wait_end(job, wait, tail_lines)
+        return _wait_end(job, bounded_wait(wait, deadline, time.time()), tail_lines)
     return job.read(tail_lines), False
 
 
+def bounded_wait(wait, deadline, now):
+    """`wait` seconds, cut to the whole seconds left until `deadline` (epoch seconds) when given, at least 1."""
+    if deadline is None:
+        return wait
+    return max(min(wait, math.ceil(deadline - now)), 1)
+
+
 def _status(module, job, result):
-    info, expired = _read_or_wait(job, module.params["wait"], module.params["tail_lines"])
+    params = module.params
+    info, expired = _read_or_wait(job, params["wait"], params["tail_lines"], params["wait_deadline"])
     result.update(info, wait_expired=expired)
     module.exit_json(**result)
 
@@ -938,7 +1032,7 @@ def _start(module, job, result, env, default_chdir):
     except OSError as exc:
         module.fail_json(msg="cannot create %s: %s" % (job.job_dir, to_native(exc)))
     changed = _start_or_attach(module, job, argv, chdir, env, python, result)
-    info, expired = _read_or_wait(job, params["wait"], params["tail_lines"])
+    info, expired = _read_or_wait(job, params["wait"], params["tail_lines"], params["wait_deadline"])
     result.update(info, changed=changed, wait_expired=expired)
     module.exit_json(**result)
 

@@ -367,3 +367,50 @@ def test_the_telemetry_schedule_skips_missed_samples(tmp_path):
         assert 0.01 <= telemetry.pause() <= 0.1
     assert sample["pid"] == os.getpid() and "gpus" not in sample
     assert json.loads((tmp_path / "t.jsonl").read_text()) == sample
+
+
+# The job module's judgement of a run and its paths (the train role takes them as they are).
+
+
+@pytest.mark.parametrize(
+    ("info", "expected"),
+    [
+        ({"state": "running"}, "running"),
+        ({"state": "lost"}, "lost"),
+        ({"state": "absent"}, "absent"),
+        ({"state": "exited", "exit_code": 0, "exit_signal": None, "result_status": None}, "finished"),
+        ({"state": "exited", "exit_code": 75, "exit_signal": None, "result_status": None}, "interrupted"),
+        ({"state": "exited", "exit_code": 2, "exit_signal": None, "result_status": None}, "refused"),
+        ({"state": "exited", "exit_code": 3, "exit_signal": None, "result_status": None}, "failed"),
+        ({"state": "exited", "exit_code": 137, "exit_signal": "SIGKILL", "result_status": None}, "unknown"),
+        (
+            {"state": "exited", "exit_code": 143, "exit_signal": "SIGTERM", "result_status": "interrupted"},
+            "interrupted",
+        ),
+        ({"state": "exited", "exit_code": 1, "exit_signal": None, "result_status": "odd"}, "failed"),
+    ],
+)
+def test_run_status(info, expected):
+    assert job.run_status(info) == expected
+
+
+def test_layout_paths_are_the_run_layouts():
+    layout = _run_layout.RunLayout.for_run("/workspace", "run42")
+    assert job.layout_paths(layout.run_dir) == {
+        "run_dir": "/workspace/trainops/run42",
+        "src": layout.src,
+        "ckpt": layout.ckpt,
+        "logs": layout.logs,
+        "metrics": "/workspace/trainops/run42/logs/metrics.jsonl",
+        "events": "/workspace/trainops/run42/logs/events.jsonl",
+        "result": "/workspace/trainops/run42/logs/result.json",
+    }
+    assert job.layout_paths(None) is None
+
+
+@pytest.mark.parametrize(
+    ("wait", "deadline", "now", "expected"),
+    [(15, None, 100.0, 15), (15, 200.0, 100.0, 15), (15, 104.2, 100.0, 5), (15, 99.0, 100.0, 1)],
+)
+def test_bounded_wait(wait, deadline, now, expected):
+    assert job.bounded_wait(wait, deadline, now) == expected
