@@ -19,7 +19,7 @@ Used by the ``provenance`` module, and meant for the sync role and the resume dr
 - ``record(...)`` (the module's whole run) writes ``<runs_dir>/<run_id>/`` atomically, or in check mode only
   computes what it would write.
 
-Secrets: the values of environment overrides whose names look secret (``SECRET_MARKERS``, case-insensitive
+Secrets: the values of environment overrides whose names look secret (``_secrets.SECRET_MARKERS``, case-insensitive
 substring) are replaced by ``REDACTED`` before anything is recorded, and every occurrence of such a value
 anywhere else in the record (a command line, a pod field) is replaced too. They are never written.
 """
@@ -50,6 +50,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._files import (
     atomic_write_unless,
 )
 from ansible_collections.trainops.gpu.plugins.module_utils._files import validate_run_id as _validate_run_id
+from ansible_collections.trainops.gpu.plugins.module_utils._secrets import MIN_SCRUB_LENGTH, is_secret_name
 from ansible_collections.trainops.gpu.plugins.module_utils._version import COLLECTION_VERSION
 import contextlib
 
@@ -59,7 +60,6 @@ MANIFEST_NAME = "source.sha256"
 FILE_LIST_NAME = "source.files"
 ARCHIVE_NAME = "source.tar"
 REDACTED = "<redacted>"
-SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "PRIVATE")
 ARCHIVE_CHOICES = ("auto", "always", "never")
 # Keys of the record that may differ between two runs that record the same thing: the first record's are
 # kept when nothing else changed. ``result`` belongs to whoever records the run's end (the train role).
@@ -67,9 +67,6 @@ TIMESTAMP_KEYS = ("recorded_at",)
 CARRIED_KEYS = ("result",)
 UNKNOWN_RESULT = {"exit_code": None, "status": "unknown"}
 POD_KEYS = ("id", "gpu_type", "gpu_count", "data_center", "image")
-# Secret values shorter than this are redacted in env but not hunted elsewhere in the record: replacing
-# "1" (say, USE_AUTH=1) everywhere would corrupt every hash in it.
-MIN_SCRUB_LENGTH = 6
 CHUNK = 1024 * 1024
 GIT_TIMEOUT = 120
 HASH_CACHE_DIR = os.path.join(".cache", "source-hashes")
@@ -86,12 +83,6 @@ def validate_run_id(run_id):
     # type: (object) -> str
     """The run id when it follows the run-id rule (_run_layout.run_id_problem); else ProvenanceError."""
     return _validate_run_id(run_id, ProvenanceError)
-
-
-def is_secret_name(name):
-    # type: (str) -> bool
-    upper = str(name).upper()
-    return any(marker in upper for marker in SECRET_MARKERS)
 
 
 def redact_env(env):

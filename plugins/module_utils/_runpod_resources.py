@@ -13,7 +13,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
 )
 
 # One definition of a secret-looking variable name, shared with provenance's env redaction.
-from ansible_collections.trainops.gpu.plugins.module_utils._provenance import MIN_SCRUB_LENGTH, is_secret_name
+from ansible_collections.trainops.gpu.plugins.module_utils._secrets import MIN_SCRUB_LENGTH, is_secret_name
 
 DEFAULT_NAME_PREFIX = "trainops"
 

@@ -277,15 +277,14 @@ hash_stats:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.trainops.gpu.plugins.module_utils._provenance import (
-    MIN_SCRUB_LENGTH,
     REDACTED,
     ProvenanceError,
     hash_cache_path,
-    is_secret_name,
     record,
     redact_env,
     validate_run_id,
 )
+from ansible_collections.trainops.gpu.plugins.module_utils._secrets import MIN_SCRUB_LENGTH, is_secret_name
 
 ARGUMENT_SPEC = dict(
     src=dict(type="path", required=True),

@@ -63,6 +63,15 @@ def test_run_state_and_run_lock_carry_only_the_file_primitives():
     assert carried(graph, "_files") == {"_run_layout"}
 
 
+def test_the_runpod_modules_do_not_carry_the_provenance_code():
+    # runpod_pod, runpod_network_volume, ... import _runpod_base and _runpod_resources; the secret-name rule they
+    # share with provenance is in _secrets.
+    graph = imports_graph()
+    for name in ("_runpod_base", "_runpod_resources"):
+        assert "_provenance" not in carried(graph, name), (name, carried(graph, name))
+    assert carried(graph, "_secrets") == set()
+
+
 def test_the_pod_side_check_imports_no_module_util():
     # _source_verify.py is sent to the pod as ``python3 -c`` text: it cannot import the collection.
     assert imports_graph()["_source_verify"] == set()

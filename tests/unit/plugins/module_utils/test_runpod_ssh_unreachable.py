@@ -15,7 +15,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._runpod import (
     ssh_never_direct,
 )
 
-DIRECT = {"host": "203.0.113.7", "port": 40123, "username": "root", "command": "ssh root@203.0.113.7 -p 40123"}
+DIRECT = {"host": "127.0.0.7", "port": 40123, "username": "root", "command": "ssh root@127.0.0.7 -p 40123"}
 PROXY = {"host": "ssh.runpod.io", "port": 22, "username": "p1-64411eb2", "command": "ssh p1-64411eb2@ssh.runpod.io"}
 
 
@@ -27,7 +27,7 @@ def pod(status="RUNNING", ports=("22/tcp",), runtime_ports=None, direct=None, pr
 
 
 NO_PUBLIC = [{"private": 22, "public": None, "type": "tcp", "ip": None}]
-PUBLIC = [{"private": 22, "public": 40123, "type": "tcp", "ip": "203.0.113.7"}]
+PUBLIC = [{"private": 22, "public": 40123, "type": "tcp", "ip": "127.0.0.7"}]
 
 
 def test_a_running_pod_with_22_mapped_to_no_public_port_never_gets_direct():
