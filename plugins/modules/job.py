@@ -408,6 +408,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._job_supervisor impor
     EXIT_SIGNAL_NAME,
     SUPERVISOR_LOG_NAME,
     SUPERVISOR_STATE_NAME,
+    write_atomic,
 )
 from ansible_collections.trainops.gpu.plugins.module_utils._job_supervisor import (
     source as supervisor_source,
@@ -656,17 +657,6 @@ class Lock(object):
         return False
 
 
-def _write_atomic(path, text, mode=0o644):
-    tmp = "%s.tmp-%d" % (path, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        os.write(fd, text.encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, path)
-
-
 def _signal_number(module, name):
     text = name.strip().upper()
     if text.isdigit():
@@ -731,7 +721,7 @@ def _launch(module, job, argv, chdir, env, launcher, python, interval, run_id):
     if launcher == "tmux" and not tmux:
         module.fail_json(msg="launcher=tmux, but tmux is not on the PATH")
     session = _tmux_session_name(run_id, os.path.basename(job.job_dir)) if launcher == "tmux" else None
-    _write_atomic(job.path(SUPERVISOR_NAME), supervisor_source())
+    write_atomic(job.job_dir, SUPERVISOR_NAME, supervisor_source())
     config = {
         "argv": argv,
         "chdir": chdir,
@@ -741,7 +731,7 @@ def _launch(module, job, argv, chdir, env, launcher, python, interval, run_id):
         "tmux_session": session,
         "python": python,
     }
-    _write_atomic(job.path(COMMAND_NAME), json.dumps(config, indent=2, sort_keys=True) + "\n")
+    write_atomic(job.job_dir, COMMAND_NAME, json.dumps(config, indent=2, sort_keys=True) + "\n")
     fifo = _make_env_fifo(job)
     full_env = dict(os.environ)
     full_env.update(env)
