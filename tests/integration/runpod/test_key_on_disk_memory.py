@@ -151,5 +151,5 @@ def test_the_playbooks_pipeline_under_another_ansible_cfg(emulator, tmp_path):
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
         outputs[case] = MODULE_FILE_PUT.findall(done.stdout)
     assert outputs["group_vars"] == []
-    assert any("AnsiballZ_runpod_pod_info.py" in put for put in outputs["control"]), outputs["control"]
+    assert any("AnsiballZ_runpod_audit_info.py" in put for put in outputs["control"]), outputs["control"]
     assert files_with(tmp_path, emulator.api_key) == []
