@@ -140,7 +140,7 @@ def names_problems(command: str) -> list[str]:
     words = shlex.split(command)
     problems = []
     specs = {
-        "smoke_": argument_spec_options(ROOT / "playbooks" / "vars" / "smoke_argument_spec.yml", "smoke_argument_spec"),
+        "smoke_": argument_spec_options(ROOT / "roles" / "smoke" / "meta" / "argument_specs.yml"),
         "teardown_": argument_spec_options(ROOT / "roles" / "teardown" / "meta" / "argument_specs.yml"),
         "resume_drill_": argument_spec_options(ROOT / "roles" / "resume_drill" / "meta" / "argument_specs.yml"),
         "audit_": {

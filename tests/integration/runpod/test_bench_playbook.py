@@ -197,6 +197,23 @@ def test_bench_failing_command_fails_the_play_after_the_report(bench: Bench, fir
     assert [p["id"] for p in live_pods(bench.emulator)] == [pod_id]
 
 
+def test_bench_stops_a_command_at_the_time_limit_and_reports_it(bench: Bench, first_run):
+    # The wait is the train role's bounded until: loop; past bench_time_limit_s the command gets SIGTERM.
+    _done, first_dir = first_run
+    pod_id = report_of(first_dir)["pod"]["id"]
+    command = "echo started; sleep 120; echo never"
+    done, run_dir = bench.run(bench_command=command, bench_pod=pod_id, bench_time_limit_s=6, bench_wait_chunk_s=2,
+                              bench_stop_grace_s=2)  # fmt: skip
+    assert done.returncode != 0, explain(done)
+    report = report_of(run_dir)
+    assert report["result"]["status"] == "timed_out" and report["result"]["timed_out"] is True, report["result"]
+    assert "the command ran past bench_time_limit_s (6 s) and was stopped." in report["problems"]
+    assert report["result"]["wall_s"] is not None and 5 <= report["result"]["wall_s"] <= 30, report["result"]
+    log = Path(report["paths"]["local"]["log"]).read_text()
+    assert "started" in log and "never" not in log
+    assert report["pod"]["final_status"] == "EXITED" and bench.api_pod(pod_id)["status"] == "EXITED"
+
+
 # The network volume tests run last: their pods are terminated, so the tests above see only their own pod.
 VOLUME_NAME = "bench-data"
 # EU-SE-1 has RTX 4090s (bench's default GPU) but is not where a pod without a volume is placed (EU-RO-1).
