@@ -4,7 +4,9 @@
 #                             idempotence, testinfra verify (about 50 s)
 #   make molecule-train   the train role: start, attach, SIGTERM (75), resume with progress, refused config,
 #                         check mode, idempotence, testinfra verify (70-115 s with the load)
-.PHONY: molecule-sync molecule-bootstrap molecule-train
+#   make molecule-provision   the provision role on its own emulator: key, network volume, pod, SSH wait, check
+#                             mode (nothing created), idempotence (nothing changed), testinfra verify (about 55 s)
+.PHONY: molecule-sync molecule-bootstrap molecule-train molecule-provision
 
 # Run from the collection root: molecule finds a collection's scenarios under extensions/molecule/.
 molecule-sync: setup image
@@ -21,6 +23,11 @@ molecule-train: setup image
 	@molecule test -s train
 
 TEST_TARGETS += molecule-train
+
+molecule-provision: setup image
+	@molecule test -s provision
+
+TEST_TARGETS += molecule-provision
 
 # Benchmark (not a test): the role's push of a 200 MB tree to an emulator pod against plain rsync -a.
 .PHONY: bench-sync
