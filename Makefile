@@ -30,9 +30,10 @@ help:
 	@echo "make sanity  ansible-test sanity"
 	@echo "make clean   remove build outputs (keeps .venv and the image)"
 
+# `make test` and `make check` run setup and the image once, first, then every other target with
+# TRAINOPS_SETUP_DONE=1: targets that run at the same time never run setup.sh or build.sh at the same time.
 setup:
-	@scripts/setup.sh
-	@$(MAKE) --no-print-directory doctor
+	@if [ -z "$${TRAINOPS_SETUP_DONE:-}" ]; then scripts/setup.sh && $(MAKE) --no-print-directory doctor; fi
 
 # The self-check setup ends with: host programs, and a pod of the local image started with the emulator's
 # own podman arguments, reached over SSH (skipped, saying so, until `make image` has built the image).
@@ -51,12 +52,14 @@ version:
 	echo "version: $$v in galaxy.yml, plugins/module_utils/_version.py, training/pyproject.toml"
 
 image: setup
-	@emulator/image/build.sh
 	@# Old tags of the pod image only take disk; one still in use by a container stays.
-	@current=localhost/trainops-pod:$$(emulator/image/tag.sh); \
-	for old in $$(podman images --format '{{.Repository}}:{{.Tag}}' --filter reference=localhost/trainops-pod); do \
-		if [ "$$old" != "$$current" ] && podman rmi "$$old" >/dev/null 2>&1; then echo "image: removed old $$old"; fi; \
-	done
+	@if [ -z "$${TRAINOPS_SETUP_DONE:-}" ]; then \
+		emulator/image/build.sh; \
+		current=localhost/trainops-pod:$$(emulator/image/tag.sh); \
+		for old in $$(podman images --format '{{.Repository}}:{{.Tag}}' --filter reference=localhost/trainops-pod); do \
+			if [ "$$old" != "$$current" ] && podman rmi "$$old" >/dev/null 2>&1; then echo "image: removed old $$old"; fi; \
+		done; \
+	fi
 
 lint: setup
 	@echo "lint: ruff"; ruff check . && ruff format --check .
@@ -73,11 +76,23 @@ units: setup
 	@if [ -d tests/unit ]; then scripts/ansible_test.sh units --python 3.11 --color no --requirements; \
 	else echo "units: no tests/unit yet"; fi
 
-pytest: setup image
-	@pytest
+# pytest's roots on PYTEST_WORKERS processes (pytest-xdist), one test module per process at a time (--dist loadfile):
+# a module's fixtures (one emulator, one pod) still serve all of its tests. PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 2
+PYTEST_XDIST = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
 
-test: lint sanity units pytest $(TEST_TARGETS)
-	@echo "test: all passed"
+pytest: setup image
+	@pytest $(PYTEST_XDIST)
+
+# make test: setup and the image once, then two lanes at the same time: pytest's roots, and lint, sanity, units and
+# every suite the parts add to TEST_TARGETS (mk/*.mk), one after another. At the end a table of each target's wall
+# time (also in tests/output/make-test/test/times.json); the exit status is 1 when any target failed.
+empty :=
+space := $(empty) $(empty)
+TEST_STAGES ?= pytest,lint+sanity+units$(if $(TEST_TARGETS),+$(subst $(space),+,$(strip $(TEST_TARGETS))))
+
+test:
+	@python3 scripts/run_targets.py --name test --first setup --first image $(TEST_STAGES)
 
 clean:
 	rm -rf tests/output .pytest_cache .ruff_cache runs

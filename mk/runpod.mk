@@ -4,7 +4,7 @@
 # Integration: the modules and the inventory through real ansible-playbook / ansible-inventory / ansible runs
 # against the emulator (memory backend; the tests marked podman use real pod containers).
 runpod-integration: setup image
-	@pytest -p no:cacheprovider tests/integration/runpod
+	@pytest -p no:cacheprovider $(PYTEST_XDIST) tests/integration/runpod
 
 TEST_TARGETS += runpod-integration
 
