@@ -14,7 +14,7 @@ export CONTAINERS_CONF := $(ROOT)/config/containers.conf
 export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/collections
 export PATH := $(VENV)/bin:$(PATH)
 
-.PHONY: help setup doctor version image test drill lint sanity units pytest clean
+.PHONY: help setup doctor version image test check drill lint sanity units pytest pytest-check clean
 
 # Each part of the project adds its targets in mk/<part>.mk, and its test targets to TEST_TARGETS.
 TEST_TARGETS :=
@@ -24,7 +24,8 @@ help:
 	@echo "make setup   install everything a fresh machine needs (apt, .venv, collections)"
 	@echo "make doctor  check that this machine can run pods as the tests and the drill do"
 	@echo "make image   build the local pod image (reused when its inputs are unchanged)"
-	@echo "make test    every test: lint, ansible-test sanity and units, pytest"
+	@echo "make test    every test: lint, ansible-test sanity and units, pytest, molecule, integration"
+	@echo "make check   the inner loop while working: lint, units, the tests that need no pod (not slow)"
 	@echo "make drill   the resume drill against the emulator"
 	@echo "make lint    ruff, shellcheck, ansible-lint (production profile)"
 	@echo "make sanity  ansible-test sanity"
@@ -77,12 +78,14 @@ units: setup
 	else echo "units: no tests/unit yet"; fi
 
 # pytest's roots on PYTEST_WORKERS processes (pytest-xdist), one test module per process at a time (--dist loadfile):
-# a module's fixtures (one emulator, one pod) still serve all of its tests. PYTEST_WORKERS=0: one process.
+# a module's fixtures (one emulator, one pod) still serve all of its tests. PYTEST_WORKERS=0: one process. Tests
+# marked serial (pyproject.toml) run afterwards in one process.
 PYTEST_WORKERS ?= 2
 PYTEST_XDIST = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
 
 pytest: setup image
-	@pytest $(PYTEST_XDIST)
+	@pytest $(PYTEST_XDIST) -m "not serial"
+	@pytest -p no:cacheprovider -m serial
 
 # make test: setup and the image once, then two lanes at the same time: pytest's roots, and lint, sanity, units and
 # every suite the parts add to TEST_TARGETS (mk/*.mk), one after another. At the end a table of each target's wall
@@ -93,6 +96,16 @@ TEST_STAGES ?= pytest,lint+sanity+units$(if $(TEST_TARGETS),+$(subst $(space),+,
 
 test:
 	@python3 scripts/run_targets.py --name test --first setup --first image $(TEST_STAGES)
+
+# make check: the inner loop while working (docs/development.md). lint, units, and every pytest test that needs no
+# pod (memory backend, the trainer, the docs) and is not marked slow, all four test roots, at the same time.
+CHECK_PYTEST_ROOTS := tests/e2e emulator/tests training/tests tests/integration/runpod
+
+pytest-check: setup
+	@pytest -p no:cacheprovider $(PYTEST_XDIST) -m "not podman and not slow and not serial" $(CHECK_PYTEST_ROOTS)
+
+check:
+	@python3 scripts/run_targets.py --name check --first setup pytest-check,lint+units
 
 clean:
 	rm -rf tests/output .pytest_cache .ruff_cache runs

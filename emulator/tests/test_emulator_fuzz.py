@@ -14,6 +14,7 @@ time are printed at the end of the module (pytest -s, or the `-rA` summary).
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import zlib
@@ -28,7 +29,9 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 from runpod_emulator.testing import EmulatorProcess  # noqa: E402
 from schemathesis import checks  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# serial: pytest-xdist collapses Schemathesis' per-operation parametrization into one test that fuzzes a single
+# operation, so `make pytest` runs this module in a process of its own (fuzz_target refuses an xdist worker).
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SPEC = next(
@@ -104,6 +107,8 @@ class LiveResources:
 
 @pytest.fixture(scope="module")
 def fuzz_target(tmp_path_factory: pytest.TempPathFactory):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        pytest.fail("the Schemathesis run needs one process: pytest -m serial (pytest-xdist fuzzes one operation only)")
     extra = ["--rate-limit", "minute=1000000,hour=1000000,day=1000000", "--log-follow-seconds", "0"]
     with EmulatorProcess(backend="memory", state_dir=tmp_path_factory.mktemp("fuzz-emu"), extra_args=extra) as emu:
         STATS["started"] = time.monotonic()

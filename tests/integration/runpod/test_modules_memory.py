@@ -6,6 +6,7 @@ import pytest
 from runpod_integration_helpers import MUTATING, live_pods, recorded, run_playbook, spec_violations
 
 
+@pytest.mark.slow  # over 10 s on 2 cores: make test runs it, make check does not
 def test_check_mode_apply_and_idempotence(emulator, openapi):
     check = run_playbook(emulator, "apply.yml", check=True, diff=True)
     assert check.rc == 0, check.explain()
@@ -39,6 +40,7 @@ def test_check_mode_apply_and_idempotence(emulator, openapi):
     assert spec_violations(openapi, recorded(emulator)) == []
 
 
+@pytest.mark.slow  # over 10 s on 2 cores: make test runs it, make check does not
 def test_pod_lifecycle(emulator, openapi):
     run = run_playbook(emulator, "lifecycle.yml")
     assert run.rc == 0, run.explain()
@@ -51,6 +53,7 @@ def test_pod_lifecycle(emulator, openapi):
     assert spec_violations(openapi, recorded(emulator)) == []
 
 
+@pytest.mark.slow  # over 5 s on 2 cores: make test runs it, make check does not
 def test_volume(emulator, openapi):
     run = run_playbook(emulator, "volume.yml")
     assert run.rc == 0, run.explain()
@@ -80,6 +83,7 @@ def create_pod_directly(emulator, name, **extra):
     return pod
 
 
+@pytest.mark.slow  # over 5 s on 2 cores: make test runs it, make check does not
 def test_errors_name_the_problem_and_create_nothing(emulator):
     status, _headers, volume = emulator.api(
         "POST", "/v2/network-volumes", {"name": "tx-data", "size": 10, "dataCenter": "US-TX-3"}

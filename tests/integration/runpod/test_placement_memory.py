@@ -8,6 +8,7 @@ STANDARD and HIGH_PERFORMANCE), none elsewhere.
 
 from __future__ import annotations
 
+import pytest
 from runpod_integration_helpers import MUTATING, live_pods, recorded, run_playbook, spec_violations
 
 RUNBOOK = {"data_center_ids": ["EU-RO-1", "EU-SE-1", "US-TX-3"], "network_volume_type": "STANDARD"}
@@ -38,6 +39,7 @@ REFUSED = [
 ]
 
 
+@pytest.mark.slow  # over 5 s on 2 cores: make test runs it, make check does not
 def test_placement_ranks_by_stock_with_fallbacks_and_the_volume_goes_there(emulator, openapi):
     cases = [{"case": case, **request} for case, request, _expected in CASES]
     refused = [{"case": case, **request} for case, request, _expected in REFUSED]

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from runpod_emulator.testing import default_signals
 from runpod_integration_helpers import BIN, PLAYBOOKS, ROOT, ansible_env, live_pods, recorded, run_playbook
 
@@ -71,6 +72,7 @@ def pod_args(name: str, state_file: Path) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow  # over 5 s on 2 cores: make test runs it, make check does not
 def test_record_to_records_creates_and_the_final_state(emulator, tmp_path):
     run = run_playbook(emulator, "record_to.yml", {"runs_dir": str(tmp_path)})
     assert run.rc == 0, run.explain()
