@@ -351,13 +351,15 @@ def run(job_dir):
         write_atomic(job_dir, ENDED_AT_NAME, now() + "\n")
         write_atomic(job_dir, EXIT_CODE_NAME, "%d\n" % code)
         return code
-    os.close(output)
     pid = child.pid
+    # Forwarders first: a SIGTERM sent once the pid file is there (or earlier) must reach the command, never end
+    # this process with its default action (the command left unsupervised, no exit code written).
+    for signum in FORWARDED_SIGNALS:
+        signal.signal(signum, forwarder(pid))
+    os.close(output)
     write_atomic(job_dir, SUPERVISOR_STATE_NAME, supervisor_state(pid, started_wall))
     write_atomic(job_dir, PID_NAME, "%d\n" % pid)
     log("started pid %d: %r" % (pid, argv))
-    for signum in FORWARDED_SIGNALS:
-        signal.signal(signum, forwarder(pid))
 
     nvidia_smi = shutil.which("nvidia-smi", path=env.get("PATH") or os.defpath)
     with open(os.path.join(job_dir, TELEMETRY_NAME), "a") as handle:

@@ -18,7 +18,8 @@ boot, is not mistaken for the holder; ``play=``, ``time=`` (epoch seconds) and `
 ``acquire`` returns ``acquired``, ``held`` (this very owner already holds it) or ``took-over`` (a lock of this
 host whose process is gone, taken over at once: moved aside, then made again, so that of two controllers
 taking over at once only one wins); a live holder's lock, and any lock of another host (whose process cannot be
-looked at from here), raises LockHeld naming the holder. ``release`` removes the lock only for its owner.
+looked at from here), raises LockHeld naming the holder. ``release`` removes the lock only for its owner, and
+the run directory with it when nothing else is in it.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -182,7 +183,8 @@ def _young(owner, lock, now):
 
 def release(lock, me, dry_run=False):
     # type: (str, dict, bool) -> tuple
-    """(state, owner): ``released``, ``absent``, or ``not-owner`` (left in place)."""
+    """(state, owner): ``released``, ``absent``, or ``not-owner`` (left in place). A run directory left empty by
+    the release (the lock was all it held: the run failed before it recorded anything) is removed too."""
     if not os.path.isdir(lock):
         return "absent", None
     owner = read_owner(lock)
@@ -193,4 +195,6 @@ def release(lock, me, dry_run=False):
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(lock, OWNER_NAME))
     os.rmdir(lock)
+    with contextlib.suppress(OSError):  # not empty (or gone): the run recorded something, or another took it
+        os.rmdir(os.path.dirname(lock))
     return "released", owner

@@ -15,7 +15,16 @@ from typing import Any
 
 import pytest
 from runpod_emulator.testing import default_signals
-from runpod_integration_helpers import BIN, PLAYBOOKS, ROOT, ansible_env, live_pods, recorded, run_playbook
+from runpod_integration_helpers import (
+    BIN,
+    MUTATING,
+    PLAYBOOKS,
+    ROOT,
+    ansible_env,
+    live_pods,
+    recorded,
+    run_playbook,
+)
 
 MODULES = "ansible_collections.trainops.gpu.plugins.modules."
 
@@ -194,3 +203,16 @@ def test_sigint_during_the_wait_leaves_the_created_pod_recorded(emulator, tmp_pa
     [pod] = by_kind(state_of(state_file), "pod")
     assert pod["id"] == live["id"] and pod["action"] == "created" and pod["role"] == "drill"
     assert pod["status"] in ("PROVISIONING", "STARTING", "RUNNING")
+
+
+def test_a_teardown_that_fails_before_it_changed_anything_leaves_no_run_directory_and_no_lock(emulator, tmp_path):
+    # A mistyped run id: no state.json, no pod named. The role took the run's lock before it found that out.
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    done = run_playbook(
+        emulator, str(ROOT / "playbooks" / "teardown.yml"), {"teardown_run_id": "a..b", "teardown_runs_dir": str(runs)}
+    )
+    assert done.rc != 0, done.explain()
+    assert "teardown_pod is empty and" in done.stdout and "Nothing was changed." in done.stdout, done.explain()
+    assert list(runs.iterdir()) == []
+    assert not any(r["method"] in MUTATING for r in recorded(emulator)), recorded(emulator)

@@ -66,6 +66,18 @@ def test_acquire_writes_the_owner_and_release_removes_it(lock):
     assert rl.release(lock, owner) == ("absent", None)
 
 
+def test_release_removes_the_run_directory_only_when_the_lock_was_all_it_held(lock):
+    run_dir = os.path.dirname(lock)
+    rl.acquire(lock, me(), now=NOW)
+    assert rl.release(lock, me())[0] == "released"
+    assert not os.path.exists(run_dir)  # a run that failed before it recorded anything leaves nothing
+    rl.acquire(lock, me(), now=NOW)
+    with open(os.path.join(run_dir, "state.json"), "w") as handle:
+        handle.write("{}")
+    assert rl.release(lock, me())[0] == "released"
+    assert not os.path.exists(lock) and os.listdir(run_dir) == ["state.json"]
+
+
 def test_a_live_holder_is_never_taken_over_and_the_message_names_it(lock, sleeper):
     holder = me(sleeper.pid, play="Smoke | create")
     rl.acquire(lock, holder, now=NOW)
