@@ -38,6 +38,7 @@ import signal
 import time
 
 from ansible_collections.trainops.gpu.plugins.module_utils._files import atomic_write, validate_run_id
+from ansible_collections.trainops.gpu.plugins.module_utils._run_layout import run_id_problem
 
 FORMAT_VERSION = 1
 STATE_NAME = "state.json"
@@ -377,6 +378,36 @@ def pods_not_terminated(document):
         for resource in (document or {}).get("resources") or []
         if resource.get("kind") == "pod" and last_status(resource) != "TERMINATED"
     ]
+
+
+def runs_of_pod(runs_dir, pod_id, pod_name="", prefix="trainops"):
+    # type: (str, str, str, str) -> list
+    """The runs under ``runs_dir`` a pod belongs to, sorted: those whose state.json records ``pod_id``, and the run
+    its name carries (``<prefix>-<run_id>-<role>``, the longest such run id that has a run directory). A state.json
+    that cannot be read is passed over: it is not evidence of owning the pod."""
+    found = set()
+    try:
+        names = os.listdir(runs_dir)
+    except OSError:
+        return []
+    for run_id in names:
+        if run_id_problem(run_id):
+            continue
+        try:
+            document = load(os.path.join(runs_dir, run_id, STATE_NAME), run_id)
+        except RunStateError:
+            continue
+        if find_resource(document, "pod", pod_id) is not None:
+            found.add(run_id)
+    head = prefix + "-"
+    if pod_name.startswith(head):
+        parts = pod_name[len(head) :].split("-")
+        for end in range(len(parts) - 1, 0, -1):
+            candidate = "-".join(parts[:end])
+            if candidate in names and os.path.isdir(os.path.join(runs_dir, candidate)):
+                found.add(candidate)
+                break
+    return sorted(found)
 
 
 # --- recording from the modules that create resources (record_to) ------------------------------------------

@@ -78,6 +78,16 @@ options:
       - Seconds to wait for another writer's lock, 1 to 600.
     type: int
     default: 30
+  pod:
+    description:
+      - With O(state=query), a pod (C(id), C(name)) to look up across the runs next to this one. RV(pod_runs)
+        names every run whose C(state.json) records its id, and the run its name carries
+        (C(<prefix>-<run_id>-<role>), when that run's directory exists).
+    type: dict
+  pod_name_prefix:
+    description: The prefix of the collection's pod names, for O(pod).
+    type: str
+    default: trainops
 seealso:
   - module: trainops.gpu.runpod_pod
   - module: trainops.gpu.runpod_network_volume
@@ -146,6 +156,14 @@ state_file:
   returned: always
   type: str
   sample: /home/me/trainops/runs/run42/state.json
+pod_runs:
+  description:
+    - With O(pod), the runs the pod belongs to, sorted (this run among them when it does). A teardown under one run
+      id takes the lock of the others too, so that it never ends a pod another live run is using.
+  returned: when O(state=query) and O(pod) are given
+  type: list
+  elements: str
+  sample: [run42]
 pods_not_terminated:
   description:
     - With O(state=query), the recorded pods whose last recorded status (their C(final) entry's, else their
@@ -166,6 +184,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._run_state import (
     load,
     pods_not_terminated,
     record,
+    runs_of_pod,
     secret_values,
 )
 
@@ -196,6 +215,8 @@ def main():
             run=dict(type="dict", default={}),
             state=dict(type="str", default="present", choices=["present", "query"]),
             lock_timeout=dict(type="int", default=30),
+            pod=dict(type="dict"),
+            pod_name_prefix=dict(type="str", default="trainops"),
         ),
         required_one_of=[("runs_dir", "path")],
         mutually_exclusive=[("runs_dir", "path")],
@@ -214,6 +235,10 @@ def main():
         if p["state"] == "query":
             result["state"] = before or {}
             result["pods_not_terminated"] = pods_not_terminated(before)
+            if p["pod"] is not None:
+                runs_dir = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+                pod_id, pod_name = str(p["pod"].get("id") or ""), str(p["pod"].get("name") or "")
+                result["pod_runs"] = runs_of_pod(runs_dir, pod_id, pod_name, p["pod_name_prefix"])
             module.exit_json(**result)
         document, changed = record(
             path, run_id, p["resources"], p["run"], lock_timeout_s=p["lock_timeout"], check_mode=module.check_mode

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -216,3 +217,64 @@ def test_a_teardown_that_fails_before_it_changed_anything_leaves_no_run_director
     assert "teardown_pod is empty and" in done.stdout and "Nothing was changed." in done.stdout, done.explain()
     assert list(runs.iterdir()) == []
     assert not any(r["method"] in MUTATING for r in recorded(emulator)), recorded(emulator)
+
+
+def hold_lock(runs: Path, run_id: str, pid: int) -> None:
+    """runs/<run_id>/.run.lock held by the live process `pid` of this host, as run_lock writes it for a controller."""
+    start = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    owner = {"host": socket.gethostname(), "pid": pid, "start": start, "boot": boot, "play": "Smoke | train"}
+    owner.update(time=int(time.time()), since="2026-12-07T00:00:00Z")
+    lock = runs / run_id / ".run.lock"
+    lock.mkdir(parents=True)
+    (lock / "owner").write_text("".join(f"{key}={value}\n" for key, value in owner.items()))
+
+
+def test_a_teardown_under_another_run_id_waits_for_the_pods_own_run_and_records_in_both(emulator, tmp_path):
+    # Run runa made the pod (its name and its state.json say so) and is live (a process of this host holds its
+    # lock). A teardown under run id "other" naming that pod must change nothing until runa has ended.
+    runs = tmp_path / "runs"
+    body = {"name": "trainops-runa-smoke", "image": "i", "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1}}
+    status, _headers, pod = emulator.api("POST", "/v2/pods", body)
+    assert status == 201, pod
+    emulator.api("POST", f"/v2/pods/{pod['id']}/action", {"action": "stop"})
+    emulator.wait_for(pod["id"], lambda p: p["status"] == "EXITED", 30)
+    (runs / "runa").mkdir(parents=True)
+    record = {"kind": "pod", "id": pod["id"], "name": pod["name"], "status": "RUNNING", "action": "created"}
+    document = {"format_version": 1, "run_id": "runa", "updated_at": "2026-12-07T00:00:00Z", "resources": [record]}
+    (runs / "runa" / "state.json").write_text(json.dumps(document))
+    extra = {
+        "teardown_run_id": "other",
+        "teardown_runs_dir": str(runs),
+        "teardown_pod": pod["id"],
+        "teardown_confirm": pod["id"],
+        "teardown_allow_no_checkpoint": True,
+    }
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        hold_lock(runs, "runa", holder.pid)
+        emulator.admin("DELETE", "/_emulator/requests")
+        refused = run_playbook(emulator, str(ROOT / "playbooks" / "teardown.yml"), extra)
+        assert refused.rc != 0, refused.explain()
+        text = " ".join(refused.stdout.split())
+        assert (
+            f"Refusing to terminate pod trainops-runa-smoke ({pod['id']}) under run other: it belongs to run runa too"
+        ) in text, refused.explain()
+        assert f"is held by a running ansible-playbook (host={socket.gethostname()} pid={holder.pid}" in text, text
+        assert "Nothing was changed." in text
+        assert not any(r["method"] in MUTATING for r in recorded(emulator)), recorded(emulator)
+        assert emulator.api("GET", f"/v2/pods/{pod['id']}")[2]["status"] == "EXITED"
+        assert not (runs / "other").exists() and (runs / "runa" / ".run.lock").is_dir()
+    finally:
+        holder.kill()
+        holder.wait()
+    # runa has ended (its controller is gone): its lock is taken over, the pod terminated, and both runs record it.
+    done = run_playbook(emulator, str(ROOT / "playbooks" / "teardown.yml"), extra)
+    assert done.rc == 0, done.explain()
+    assert emulator.api("GET", f"/v2/pods/{pod['id']}")[0] == 404
+    for run_id in ("runa", "other"):
+        [pod_record] = [r for r in state_of(runs / run_id / "state.json")["resources"] if r["kind"] == "pod"]
+        assert pod_record["id"] == pod["id"] and pod_record["final"]["status"] == "TERMINATED", (run_id, pod_record)
+    assert not (runs / "runa" / ".run.lock").exists() and not (runs / "other" / ".run.lock").exists()
+    evidence = json.loads((runs / "other" / "evidence" / "teardown.json").read_text())
+    assert evidence["decision"] == "terminated" and evidence["pod"]["other_runs"] == ["runa"]

@@ -453,3 +453,22 @@ def test_pods_not_terminated_keeps_stopped_and_running_pods_and_drops_terminated
     assert [p["id"] for p in rs.pods_not_terminated(document)] == ["run", "stopped", "unknown"]
     assert rs.pods_not_terminated(None) == [] and rs.pods_not_terminated({}) == []
     assert rs.last_status({"status": "RUNNING", "final": {"status": "EXITED"}}) == "EXITED"
+
+
+# --- the runs a pod belongs to ------------------------------------------------------------------------------
+
+
+def test_runs_of_pod_reads_every_runs_record_and_the_name(tmp_path):
+    runs = tmp_path / "runs"
+    rs.record(str(runs / "a" / "state.json"), "a", [pod("p1", name="trainops-a-smoke")])
+    rs.record(str(runs / "b" / "state.json"), "b", [pod("p1", name="trainops-a-smoke"), pod("p2")])
+    rs.record(str(runs / "run-2" / "state.json"), "run-2", [pod("p3")])
+    (runs / "broken").mkdir()
+    (runs / "broken" / "state.json").write_text("{not json")
+    assert rs.runs_of_pod(str(runs), "p1", "trainops-a-smoke") == ["a", "b"]
+    assert rs.runs_of_pod(str(runs), "p2") == ["b"]
+    # The name alone: the longest run id it carries that has a run directory (run ids may hold '-').
+    assert rs.runs_of_pod(str(runs), "p9", "trainops-run-2-drill-3") == ["run-2"]
+    assert rs.runs_of_pod(str(runs), "p9", "trainops-run-2-drill-3", prefix="other") == []
+    assert rs.runs_of_pod(str(runs), "p9", "trainops-nosuch-smoke") == []
+    assert rs.runs_of_pod(str(runs / "missing"), "p1", "trainops-a-smoke") == []
