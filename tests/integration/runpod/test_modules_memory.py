@@ -206,6 +206,7 @@ def _case_result(run, case):
     return next(r for r in results if r["item"]["case"] == case)
 
 
+@pytest.mark.slow  # its fixture runs the predict playbook twice (about 27 s on 2 cores): make test, not make check
 @pytest.mark.parametrize("case", [c["case"] for c in PREDICT_CASES] + ["attached-volume-delete"])
 def test_check_mode_fails_as_the_real_run_does(predicted, case):
     runs, left, volumes = predicted
