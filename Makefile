@@ -92,10 +92,10 @@ pytest: setup image
 # time (also in tests/output/make-test/test/times.json); the exit status is 1 when any target failed.
 empty :=
 space := $(empty) $(empty)
-TEST_STAGES ?= pytest,lint+sanity+units$(if $(TEST_TARGETS),+$(subst $(space),+,$(strip $(TEST_TARGETS))))
+TEST_LANES ?= pytest lint+sanity+units$(if $(TEST_TARGETS),+$(subst $(space),+,$(strip $(TEST_TARGETS))))
 
 test:
-	@python3 scripts/run_targets.py --name test --first setup --first image $(TEST_STAGES)
+	@python3 scripts/run_targets.py --name test --first setup --first image $(TEST_LANES)
 
 # make check: the inner loop while working (docs/development.md). lint, units, and every pytest test that needs no
 # pod (memory backend, the trainer, the docs) and is not marked slow, all four test roots, at the same time.
@@ -105,7 +105,7 @@ pytest-check: setup
 	@pytest -p no:cacheprovider $(PYTEST_XDIST) -m "not podman and not slow and not serial" $(CHECK_PYTEST_ROOTS)
 
 check:
-	@python3 scripts/run_targets.py --name check --first setup pytest-check,lint+units
+	@python3 scripts/run_targets.py --name check --first setup pytest-check lint+units
 
 clean:
 	rm -rf tests/output .pytest_cache .ruff_cache runs

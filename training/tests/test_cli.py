@@ -43,7 +43,7 @@ def test_bad_config_is_refused_before_anything_is_created(tmp_path):
     assert not run_dir.exists()
 
 
-@pytest.mark.slow  # over 5 s on 2 cores: make test runs it, make check does not
+@pytest.mark.slow
 def test_resume_under_a_changed_config_is_refused_unless_allowed(tmp_path, reference_runs):
     pristine = reference_runs(1, **BASE)
     run_dir = tmp_path / "run"
@@ -83,7 +83,7 @@ def test_resume_under_a_changed_config_is_refused_unless_allowed(tmp_path, refer
     )
 
 
-@pytest.mark.slow  # over 5 s on 2 cores: make test runs it, make check does not
+@pytest.mark.slow
 def test_a_second_trainer_on_the_same_run_is_refused(tmp_path):
     config = write_config(tmp_path, steps=100000, checkpoint={"every_steps": 1000})
     run_dir = tmp_path / "run"

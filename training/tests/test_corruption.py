@@ -338,7 +338,7 @@ def _check_quarantine(out: dict, roots: dict[str, pathlib.Path]) -> None:
     assert str(locked_root / checkpoint_format.WRITER_LOCK_NAME) in locked["msg"] and (locked_root / NEWEST).is_dir()
 
 
-@pytest.mark.slow  # over 10 s on 2 cores: make test runs it, make check does not
+@pytest.mark.slow
 def test_checkpoint_verify_module_detects_every_damage(tmp_path, pristine):
     roots = _damaged_roots(tmp_path, pristine)
     interpreters = _stand_in_interpreters(tmp_path)

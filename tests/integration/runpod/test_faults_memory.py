@@ -6,7 +6,7 @@ import pytest
 from runpod_integration_helpers import live_pods, load_collection, recorded, run_playbook
 
 
-@pytest.mark.slow  # over 10 s on 2 cores: make test runs it, make check does not
+@pytest.mark.slow
 def test_five_pods_through_429_503_and_a_500_after_create(emulator):
     # 20% of API requests fail with 429 or 503 (seeded, so the run is reproducible), and the first create
     # answers 500 although the pod was made.
@@ -56,7 +56,7 @@ def test_dropped_create_is_resent_only_after_looking_the_name_up(emulator):
     assert calls.count(("POST", "/v2/pods")) == 2
 
 
-@pytest.mark.slow  # over 5 s on 2 cores: make test runs it, make check does not
+@pytest.mark.slow
 def test_volume_create_answered_503_is_resent_only_after_looking_the_name_up(emulator):
     emulator.admin(
         "POST", "/_emulator/faults", {"kind": "503", "count": 1, "method": "POST", "path_prefix": "/v2/network-volumes"}
@@ -69,7 +69,7 @@ def test_volume_create_answered_503_is_resent_only_after_looking_the_name_up(emu
     assert [c for c in calls if c[0] == "POST"] == [("POST", 503), ("POST", 201)]
 
 
-@pytest.mark.slow  # over 5 s on 2 cores: make test runs it, make check does not
+@pytest.mark.slow
 def test_wait_timeout_reports_the_created_pod(emulator):
     run = run_playbook(emulator, "wait_timeout.yml")
     assert run.rc == 0, run.explain()
@@ -77,7 +77,7 @@ def test_wait_timeout_reports_the_created_pod(emulator):
     assert [p["id"] for p in live_pods(emulator)] == [pod_id]
 
 
-@pytest.mark.slow  # over 10 s on 2 cores: make test runs it, make check does not
+@pytest.mark.slow
 def test_creates_slower_than_api_timeout_make_one_resource_each(emulator):
     # Every create answers 3 s late with api_timeout 1: the module gets no answer, must find what the create
     # made by its token (pods) or name in the data center (volumes), and must never send it again.
@@ -143,7 +143,7 @@ def _create_and_delete(client, cycle):
     return made, failure
 
 
-@pytest.mark.slow  # over 10 s on 2 cores: make test runs it, make check does not
+@pytest.mark.slow
 def test_100_create_delete_cycles_through_faults_leave_no_duplicate_and_no_orphan(emulator):
     """The module code (settle_create, pods_of_create) driven directly: 20 % of requests fail with 429 or 503,
     20 % of the pod creates that succeed answer 500; 100 cycles, each one create and one delete."""

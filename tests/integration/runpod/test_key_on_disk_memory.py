@@ -69,7 +69,7 @@ def wait_until(predicate, timeout_s: float, what: str) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.slow  # over 5 s on 2 cores: make test runs it, make check does not
+@pytest.mark.slow
 @pytest.mark.parametrize("pipelining", ["ansible.cfg", "off (control)"])
 def test_ctrl_c_during_the_create_leaves_no_file_with_the_key(emulator, tmp_path, pipelining):
     # The create answers after 4 s; Ctrl-C (SIGINT to the whole process group) comes while it is in flight.
@@ -130,7 +130,7 @@ def test_a_run_to_the_end_writes_no_module_file_and_leaves_no_key(emulator, tmp_
     assert emulator.api_key not in done.stdout + done.stderr
 
 
-@pytest.mark.slow  # over 5 s on 2 cores: make test runs it, make check does not
+@pytest.mark.slow
 def test_the_playbooks_pipeline_under_another_ansible_cfg(emulator, tmp_path):
     # A user's own ansible.cfg that knows nothing of pipelining: playbooks/group_vars/all.yml still makes the
     # collection's playbooks pipeline. The audit is one (read only); the control shows the check can fail.

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from runpod_integration_helpers import MUTATING, live_pods, recorded, run_playbook, spec_violations
+from runpod_integration_helpers import MUTATING, create_pod_directly, live_pods, recorded, run_playbook, spec_violations
 
 
-@pytest.mark.slow  # over 10 s on 2 cores: make test runs it, make check does not
+@pytest.mark.slow
 def test_check_mode_apply_and_idempotence(emulator, openapi):
     check = run_playbook(emulator, "apply.yml", check=True, diff=True)
     assert check.rc == 0, check.explain()
@@ -40,7 +40,7 @@ def test_check_mode_apply_and_idempotence(emulator, openapi):
     assert spec_violations(openapi, recorded(emulator)) == []
 
 
-@pytest.mark.slow  # over 10 s on 2 cores: make test runs it, make check does not
+@pytest.mark.slow
 def test_pod_lifecycle(emulator, openapi):
     run = run_playbook(emulator, "lifecycle.yml")
     assert run.rc == 0, run.explain()
@@ -53,7 +53,7 @@ def test_pod_lifecycle(emulator, openapi):
     assert spec_violations(openapi, recorded(emulator)) == []
 
 
-@pytest.mark.slow  # over 5 s on 2 cores: make test runs it, make check does not
+@pytest.mark.slow
 def test_volume(emulator, openapi):
     run = run_playbook(emulator, "volume.yml")
     assert run.rc == 0, run.explain()
@@ -75,15 +75,7 @@ def test_ssh_keys_keep_the_others(emulator, openapi):
     assert spec_violations(openapi, recorded(emulator)) == []
 
 
-def create_pod_directly(emulator, name, **extra):
-    body = {"name": name, "image": "localhost/trainops-pod", "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1}}
-    body.update(extra)
-    status, _headers, pod = emulator.api("POST", "/v2/pods", body)
-    assert status == 201, pod
-    return pod
-
-
-@pytest.mark.slow  # over 5 s on 2 cores: make test runs it, make check does not
+@pytest.mark.slow
 def test_errors_name_the_problem_and_create_nothing(emulator):
     status, _headers, volume = emulator.api(
         "POST", "/v2/network-volumes", {"name": "tx-data", "size": 10, "dataCenter": "US-TX-3"}

@@ -39,7 +39,7 @@ REFUSED = [
 ]
 
 
-@pytest.mark.slow  # over 5 s on 2 cores: make test runs it, make check does not
+@pytest.mark.slow
 def test_placement_ranks_by_stock_with_fallbacks_and_the_volume_goes_there(emulator, openapi):
     cases = [{"case": case, **request} for case, request, _expected in CASES]
     refused = [{"case": case, **request} for case, request, _expected in REFUSED]

@@ -22,6 +22,7 @@ from runpod_integration_helpers import (
     PLAYBOOKS,
     ROOT,
     ansible_env,
+    create_pod_directly,
     live_pods,
     recorded,
     run_playbook,
@@ -82,7 +83,7 @@ def pod_args(name: str, state_file: Path) -> dict[str, Any]:
     }
 
 
-@pytest.mark.slow  # over 5 s on 2 cores: make test runs it, make check does not
+@pytest.mark.slow
 def test_record_to_records_creates_and_the_final_state(emulator, tmp_path):
     run = run_playbook(emulator, "record_to.yml", {"runs_dir": str(tmp_path)})
     assert run.rc == 0, run.explain()
@@ -234,9 +235,7 @@ def test_a_teardown_under_another_run_id_waits_for_the_pods_own_run_and_records_
     # Run runa made the pod (its name and its state.json say so) and is live (a process of this host holds its
     # lock). A teardown under run id "other" naming that pod must change nothing until runa has ended.
     runs = tmp_path / "runs"
-    body = {"name": "trainops-runa-smoke", "image": "i", "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1}}
-    status, _headers, pod = emulator.api("POST", "/v2/pods", body)
-    assert status == 201, pod
+    pod = create_pod_directly(emulator, "trainops-runa-smoke")
     emulator.api("POST", f"/v2/pods/{pod['id']}/action", {"action": "stop"})
     emulator.wait_for(pod["id"], lambda p: p["status"] == "EXITED", 30)
     (runs / "runa").mkdir(parents=True)

@@ -68,7 +68,7 @@ def create_tokens(emulator) -> dict[str, str]:
     return {f"create token {i}": b["env"]["TRAINOPS_CREATE_TOKEN"] for i, b in enumerate(bodies)}
 
 
-@pytest.mark.slow  # over 10 s on 2 cores: make test runs it, make check does not
+@pytest.mark.slow
 def test_no_result_output_or_run_file_holds_a_secret_of_the_pod_env(emulator, tmp_path):
     secrets = markers()
     results = run_secrets_play(emulator, tmp_path, "sec-json", secrets, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
