@@ -76,3 +76,31 @@ def network_volume_per_month(volume, price_rules) -> float:
     rates = price_rules["network_volume"]
     rate = rates.get(volume.get("type") or "STANDARD", rates["STANDARD"])
     return float(volume.get("size")) * rate
+
+
+def billing_now(pod, pod_id, price_rules) -> dict:
+    """What a run leaves billing on one pod, as a record and one sentence for a verdict or report.
+
+    ``pod`` as runpod_pod_info returns it (None or {} when the API lists no such pod: it bills nothing).
+    """
+    if not pod or pod.get("status") == "TERMINATED":
+        return {"pod": pod_id, "status": "TERMINATED", "cost_per_hour": 0.0, "bills": "nothing",
+                "sentence": f"pod {pod_id} is TERMINATED: nothing is left billing."}  # fmt: skip
+    cost = pod_cost_now(pod, price_rules)
+    status = pod.get("status") or "UNKNOWN"
+    if not cost["stopped"]:
+        bills = "compute"
+        what = f"GPU compute at {cost['cost_per_hour_api']:g} USD/h"
+    elif cost["volume_gb"]:
+        bills = "storage"
+        what = f"its {cost['volume_gb']} GB volume disk, {cost['cost_per_hour_now']:g} USD/h"
+    else:
+        bills = "nothing"
+        what = "nothing (no volume disk)"
+    return {
+        "pod": pod_id,
+        "status": status,
+        "cost_per_hour": cost["cost_per_hour_now"],
+        "bills": bills,
+        "sentence": f"pod {pod_id} is {status}: it bills {what}.",
+    }

@@ -7,6 +7,9 @@ In file order, on one emulator:
 - Two smoke runs with one run id at once: the second fails at its start naming the holder and changes nothing;
   the first trains to its last step in one life (no interruption, no second job) and stops its pod.
 - Teardown by run id alone finds that stopped pod (state.json records it EXITED) and terminates it.
+- sshd killed inside the pod while it trains: the pod is dropped from the play at that task, the last play still
+  stops it and records "unreachable" with the step it was in and what it still bills; the playbook fails naming
+  the pod.
 """
 
 from __future__ import annotations
@@ -74,6 +77,12 @@ class Smoke:
     def pod(self, pod_id: str) -> dict[str, Any] | None:
         status, _headers, body = self.emulator.api("GET", f"/v2/pods/{pod_id}")
         return body if status == 200 else None
+
+
+def kill_sshd(container: str) -> None:
+    """Every sshd in the pod's container (the listener and the sessions Ansible's connection keeps): the pod runs
+    on, its SSH is gone."""
+    subprocess.run(["podman", "exec", container, "pkill", "-KILL", "-x", "sshd"], check=True, timeout=60)
 
 
 def finish(process: subprocess.Popen, timeout: float) -> int:
@@ -198,3 +207,34 @@ def test_teardown_by_run_id_alone_removes_the_stopped_pod(smoke: Smoke):
     assert smoke.pod(pod["id"]) is None or smoke.pod(pod["id"])["status"] == "TERMINATED"
     recorded = pods_of(smoke.state(run_id))
     assert recorded[0]["final"]["status"] == "TERMINATED", recorded
+
+
+def test_sshd_killed_while_training_stops_the_pod_and_records_unreachable(smoke: Smoke):
+    run_id = "lost-1"
+    process, log = smoke.start("lost", smoke_run_id=run_id, smoke_train_steps=40000, smoke_checkpoint_every=10000)
+    try:
+        wait_for_line(log, TRAIN_WAIT_TASK, process, timeout=240)
+        pod_id = pods_of(smoke.state(run_id))[0]["id"]
+        kill_sshd(f"rpsint-{pod_id}")
+        rc = finish(process, timeout=240)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    printed = log.read_text()
+    text = one_line(printed)
+    assert rc != 0, printed[-6000:]
+    assert f"Smoke run {run_id} failed: pod {pod_id} (" in text, printed[-4000:]
+    assert "stopped answering (unreachable) during the step train" in text, printed[-4000:]
+    assert f"Pod {pod_id} is EXITED: it bills its 20 GB volume disk, " in text, printed[-4000:]
+    # Stopped through the API, recorded with the step it was in and what it still bills.
+    assert smoke.pod(pod_id)["status"] == "EXITED"
+    listed = smoke.emulator.api("GET", "/v2/pods")[2]["pods"]
+    assert not [p for p in listed if p["status"] == "RUNNING" and run_id in p["name"]], listed
+    state = smoke.state(run_id)
+    assert state["smoke"]["result"] == "failed" and state["smoke"]["unreachable"]["step"] == "train", state["smoke"]
+    assert state["smoke"]["left_billing"]["bills"] == "storage", state["smoke"]
+    assert state["smoke"]["left_billing"]["cost_per_hour"] > 0, state["smoke"]
+    assert state["smoke"]["pod"]["final_status"] == "EXITED"
+    assert pods_of(state)[0]["final"]["status"] == "EXITED"
+    assert not (smoke.runs / run_id / ".run.lock").exists()

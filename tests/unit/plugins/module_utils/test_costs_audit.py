@@ -132,3 +132,18 @@ def test_volume_rows_and_totals(document):
     assert (billing["pods_amount"], billing["network_volumes_amount"], billing["total_amount"]) == (1.5, 0.25, 1.75)
     assert billing["window"] == {"bucket_size": "day"} and billing["requested"] == {"bucket_size": "day", "last_n": 30}
     assert document["runs_read"] == ["/runs/r1/state.json", "/runs/r2/state.json"]
+
+
+def test_what_a_pod_leaves_billing_in_a_record_and_a_sentence():
+    from ansible_collections.trainops.gpu.plugins.module_utils._costs import billing_now
+
+    running = billing_now(pod("p1", "x"), "p1", prices())
+    assert running["bills"] == "compute" and running["cost_per_hour"] == 0.69
+    assert running["sentence"] == "pod p1 is RUNNING: it bills GPU compute at 0.69 USD/h."
+    stopped = billing_now(pod("p2", "x", status="EXITED"), "p2", prices())
+    assert stopped["bills"] == "storage" and stopped["cost_per_hour"] == round(4.0 / 730, 6)
+    assert stopped["sentence"] == f"pod p2 is EXITED: it bills its 20 GB volume disk, {round(4.0 / 730, 6):g} USD/h."
+    bare = billing_now(pod("p3", "x", status="EXITED", volume_gb=0), "p3", prices())
+    assert bare["bills"] == "nothing" and bare["cost_per_hour"] == 0.0
+    for gone in (None, {}, pod("p4", "x", status="TERMINATED")):
+        assert billing_now(gone, "p4", prices())["sentence"] == "pod p4 is TERMINATED: nothing is left billing."
