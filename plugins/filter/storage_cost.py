@@ -15,9 +15,9 @@ description:
     the one the cost audit (M(trainops.gpu.runpod_audit_info)) uses.
   - A stopped pod bills its volume disk at the stopped rate and no container disk (it is wiped).
   - The same file holds the filter C(trainops.gpu.billing_now) (arguments the pod id, then the same
-    C(prices)), which says what a run leaves billing on one pod, as a dict C({pod, status, cost_per_hour,
-    bills, sentence}); C(bills) is C(compute), C(storage) or C(nothing), and a pod the API no longer lists
-    (V(null) or V({})) bills nothing.
+    C(prices), then C(read)), which says what a run leaves billing on one pod, as a dict C({pod, status,
+    cost_per_hour, bills, sentence}); C(bills) is C(compute), C(storage), C(nothing) (a pod the API no longer
+    lists, V(null) or V({}), bills nothing) or C(unknown) (C(read) false, the API could not be read).
 options:
   _input:
     description: The pod as M(trainops.gpu.runpod_pod_info) returns it; V(null) prices no disk.
@@ -54,8 +54,8 @@ def _storage_cost(pod, price_overrides=None):
     return pod_storage(pod if isinstance(pod, dict) else {}, prices(price_overrides))
 
 
-def _billing_now(pod, pod_id, price_overrides=None):
-    return billing_now(pod if isinstance(pod, dict) else None, pod_id, prices(price_overrides))
+def _billing_now(pod, pod_id, price_overrides=None, read=True):
+    return billing_now(pod if isinstance(pod, dict) else None, pod_id, prices(price_overrides), bool(read))
 
 
 class FilterModule:

@@ -78,11 +78,16 @@ def network_volume_per_month(volume, price_rules) -> float:
     return float(volume.get("size")) * rate
 
 
-def billing_now(pod, pod_id, price_rules) -> dict:
+def billing_now(pod, pod_id, price_rules, read=True) -> dict:
     """What a run leaves billing on one pod, as a record and one sentence for a verdict or report.
 
-    ``pod`` as runpod_pod_info returns it (None or {} when the API lists no such pod: it bills nothing).
+    ``pod`` as runpod_pod_info returns it (None or {} when the API lists no such pod: it bills nothing);
+    ``read`` false: the API could not be read, so what it bills is unknown.
     """
+    if not read:
+        return {"pod": pod_id, "status": "UNKNOWN", "cost_per_hour": None, "bills": "unknown",
+                "sentence": f"pod {pod_id} could not be read from the API: what it bills is unknown "
+                            "(playbooks/audit.yml lists what bills)."}  # fmt: skip
     if not pod or pod.get("status") == "TERMINATED":
         return {"pod": pod_id, "status": "TERMINATED", "cost_per_hour": 0.0, "bills": "nothing",
                 "sentence": f"pod {pod_id} is TERMINATED: nothing is left billing."}  # fmt: skip

@@ -214,6 +214,28 @@ def test_bench_stops_a_command_at_the_time_limit_and_reports_it(bench: Bench, fi
     assert report["pod"]["final_status"] == "EXITED" and bench.api_pod(pod_id)["status"] == "EXITED"
 
 
+def test_bench_stops_a_pod_that_stops_answering_and_reports_what_it_bills(bench: Bench, first_run):
+    # The command kills every sshd of its pod (the listener and Ansible's sessions) while the wait runs: the pod
+    # is dropped from its play at that task, and the last play still stops it, reports and records it.
+    _done, first_dir = first_run
+    pod_id = report_of(first_dir)["pod"]["id"]
+    command = "echo started; sleep 3; pkill -KILL -x sshd; sleep 100"
+    done, run_dir = bench.run(bench_command=command, bench_pod=pod_id, bench_time_limit_s=120, bench_wait_chunk_s=5)
+    assert done.returncode != 0, explain(done)
+    report = report_of(run_dir)
+    assert report["pod"]["unreachable"] == {"step": "run"}, report["pod"]
+    assert f"pod {pod_id} stopped answering (unreachable) during the step run." in report["problems"], report
+    billing = report["pod"]["left_billing"]
+    assert billing["status"] == "EXITED" and billing["bills"] == "storage" and billing["cost_per_hour"] > 0, billing
+    assert report["pod"]["final_status"] == "EXITED" and bench.api_pod(pod_id)["status"] == "EXITED"
+    assert billing["sentence"].replace("pod", "Pod", 1) in " ".join(done.stdout.split()), explain(done)
+    assert "left billing | " + billing["sentence"] in (run_dir / "bench-report.md").read_text()
+    recorded = state_of(run_dir)["bench"]
+    assert recorded["result"] == "failed" and recorded["unreachable"] == {"step": "run"}, recorded
+    assert recorded["left_billing"] == billing
+    assert not (run_dir / ".run.lock").exists()
+
+
 # The network volume tests run last: their pods are terminated, so the tests above see only their own pod.
 VOLUME_NAME = "bench-data"
 # EU-SE-1 has RTX 4090s (bench's default GPU) but is not where a pod without a volume is placed (EU-RO-1).

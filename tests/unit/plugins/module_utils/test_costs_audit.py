@@ -147,3 +147,5 @@ def test_what_a_pod_leaves_billing_in_a_record_and_a_sentence():
     assert bare["bills"] == "nothing" and bare["cost_per_hour"] == 0.0
     for gone in (None, {}, pod("p4", "x", status="TERMINATED")):
         assert billing_now(gone, "p4", prices())["sentence"] == "pod p4 is TERMINATED: nothing is left billing."
+    unread = billing_now(None, "p5", prices(), read=False)
+    assert unread["bills"] == "unknown" and unread["cost_per_hour"] is None and "p5 could not be read" in unread["sentence"]
