@@ -109,3 +109,14 @@ def billing_now(pod, pod_id, price_rules, read=True) -> dict:
         "bills": bills,
         "sentence": f"pod {pod_id} is {status}: it bills {what}.",
     }
+
+
+def volume_billing_now(volume, price_rules) -> dict:
+    """What a network volume the API still lists bills, as a record and one sentence (``volume`` as
+    runpod_network_volume_info returns it)."""
+    per_hour = round(network_volume_per_month(volume, price_rules) / price_rules["hours_per_month"], 6)
+    return {
+        "network_volume": volume.get("id"),
+        "cost_per_hour": per_hour,
+        "sentence": f"network volume {volume.get('id')} ({volume.get('size')} GB) bills {per_hour:g} USD/h.",
+    }

@@ -311,3 +311,42 @@ def test_sigint_leaves_every_pod_and_volume_recorded(drill: Drill):
             drill.emulator.api("DELETE", f"/v2/pods/{pod['id']}")
         for volume in drill.volumes_of(run_id):
             drill.emulator.api("DELETE", f"/v2/network-volumes/{volume['id']}")
+
+
+def test_sshd_killed_during_a_mode_tears_down_and_names_the_pod(drill: Drill):
+    run_id = "lost"
+    log = drill.tmp / "lost.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            drill.command({"resume_drill_run_id": run_id, "resume_drill_modes": ["kill"]}),
+            cwd=ROOT,
+            env=drill.env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+            preexec_fn=default_signals,
+        )
+    try:
+        deadline = time.monotonic() + 600
+        while "start training (returns at once), mode kill" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
+            time.sleep(0.1)
+        (pod,) = [p for p in drill.pods_of(run_id) if p["status"] == "RUNNING"]
+        # Every sshd of the pod (the listener and Ansible's sessions): the pod runs on, its SSH is gone.
+        kill = ["podman", "exec", f"rpdrill-{pod['id']}", "pkill", "-KILL", "-x", "sshd"]
+        subprocess.run(kill, check=True, timeout=60)
+        rc = proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    printed = " ".join(log.read_text().split())
+    assert rc != 0, printed[-4000:]
+    assert f"Drill stopped: pod {pod['id']} stopped answering (unreachable) during the run {run_id}-kill." in printed, (
+        printed[-4000:]
+    )
+    # Torn down as configured (resume_drill_keep false), and recorded.
+    assert all(p["status"] == "TERMINATED" for p in drill.pods_of(run_id)) and drill.volumes_of(run_id) == []
+    recorded = [r for r in state_of(drill.runs / run_id)["resources"] if r["kind"] == "pod"]
+    assert recorded and all(r["final"]["status"] == "TERMINATED" for r in recorded), recorded

@@ -147,5 +147,11 @@ def test_what_a_pod_leaves_billing_in_a_record_and_a_sentence():
     assert bare["bills"] == "nothing" and bare["cost_per_hour"] == 0.0
     for gone in (None, {}, pod("p4", "x", status="TERMINATED")):
         assert billing_now(gone, "p4", prices())["sentence"] == "pod p4 is TERMINATED: nothing is left billing."
+    from ansible_collections.trainops.gpu.plugins.module_utils._costs import volume_billing_now
+
+    volume = volume_billing_now({"id": "v1", "size": 73, "type": "STANDARD"}, prices())
+    assert volume["cost_per_hour"] == round(73 * 0.07 / 730, 6)
+    assert volume["sentence"] == f"network volume v1 (73 GB) bills {round(73 * 0.07 / 730, 6):g} USD/h."
     unread = billing_now(None, "p5", prices(), read=False)
-    assert unread["bills"] == "unknown" and unread["cost_per_hour"] is None and "p5 could not be read" in unread["sentence"]
+    assert unread["bills"] == "unknown" and unread["cost_per_hour"] is None
+    assert "p5 could not be read" in unread["sentence"]
