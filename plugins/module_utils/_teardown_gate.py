@@ -27,20 +27,18 @@ def unreachable_error(pod, check_mode, start_stopped) -> str:
             advice += " (check mode starts nothing)"
     else:
         advice = "Wait until it runs and SSH answers (trainops.gpu.runpod_pod state=running wait_for=ssh) and run again"
-    return "%s is %s%s: its durable root cannot be read, so its newest checkpoint is unknown. %s, or use %s" % (
-        _pod_label(pod),
-        status,
-        " and SSH does not answer yet" if status == "RUNNING" else "",
-        advice,
-        "teardown_action=stop.",
+    return (
+        "%s is %s%s: its durable root cannot be read, so its newest checkpoint is unknown. %s, or use"
+        " teardown_action=stop (or teardown_allow_no_known_checkpoint=true to terminate it unread)."
+        % (_pod_label(pod), status, " and SSH does not answer yet" if status == "RUNNING" else "", advice)
     )
 
 
 def no_durable_root_error(pod) -> str:
     return (
         "%s has neither a network volume nor a persistent volume, so it has no durable root to hold checkpoints:"
-        " set teardown_durable_root to where its checkpoints are, or teardown_allow_no_checkpoint=true to terminate"
-        " it without one." % _pod_label(pod)
+        " set teardown_durable_root to where its checkpoints are, or teardown_allow_no_known_checkpoint=true to"
+        " terminate it without one." % _pod_label(pod)
     )
 
 
@@ -113,6 +111,61 @@ def pulled_check(newest, path, exists, verify, controller_has) -> dict:
     }
 
 
+def _held(controller_has) -> str:
+    if not controller_has:
+        return "the controller holds no pulled checkpoint of the run"
+    return "the controller holds %s (newest %s)" % (", ".join(controller_has), sorted(controller_has)[-1])
+
+
+def would_lose(pod, reachable, durable_root, on_volume, pod_checks=None, controller_has=None) -> dict:
+    """What terminating the pod would delete of the run's checkpoints, read wherever it can be read.
+
+    ``read``: the pod's durable root was read; ``lost``: the checkpoints on it that no network volume keeps and
+    the controller does not hold (None when not read); ``sentence``: the same in words, for the message.
+    """
+    controller_has = sorted(controller_has or [])
+    volume = pod.get("network_volume") or {}
+    disk_gb = (pod.get("persistent_volume") or {}).get("size") or 0
+    label = _pod_label(pod)
+    answer = {"read": False, "on_pod": None, "lost": None, "controller_has": controller_has}
+    if durable_root and on_volume:
+        sentence = "the checkpoints under %s stay on network volume %s: nothing of them is deleted with %s" % (
+            durable_root,
+            volume.get("id"),
+            label,
+        )
+    elif not reachable:
+        sentence = (
+            "%s is %s and its durable root %s was not read: whatever checkpoints %s holds are deleted with it"
+            % (
+                label,
+                pod.get("status"),
+                durable_root or "(none)",
+                ("its %s GB volume disk" % disk_gb) if disk_gb else "its container disk",
+            )
+        )
+    elif not durable_root:
+        sentence = "%s has no durable root: no checkpoint outlives its container disk anyway" % label
+    elif pod_checks is None or pod_checks.get("error") is not None:
+        sentence = "reading the checkpoints of %s failed: whatever they are, they are deleted with it" % label
+    else:
+        on_pod = [os.path.basename(c.get("path", "")) for c in pod_checks.get("checkpoints") or []]
+        lost = [name for name in on_pod if name not in controller_has]
+        answer.update(read=True, on_pod=on_pod, lost=lost)
+        if not on_pod:
+            sentence = "%s holds no checkpoint under %s: nothing is lost" % (label, pod_checks.get("root"))
+        elif not lost:
+            held = ", ".join(on_pod)
+            sentence = "every checkpoint %s holds (%s) is on the controller: nothing is lost" % (label, held)
+        else:
+            sentence = "%s checkpoint(s) of %s are not on the controller and are deleted with it: %s" % (
+                len(lost),
+                label,
+                ", ".join(lost),
+            )
+    return dict(answer, sentence="%s; %s." % (sentence, _held(controller_has)))
+
+
 def confirm_error(pod, confirm):
     """What is wrong with ``confirm``, None when it names the pod (its id or its name)."""
     if confirm in (pod.get("id"), pod.get("name")):
@@ -139,23 +192,26 @@ def judge(
     volumes=None,
     pulled=None,
     confirm="",
-    allow_no_checkpoint=False,
+    allow_no_known_checkpoint=False,
     start_stopped=False,
     check_mode=False,
+    controller_has=None,
 ) -> dict:
     """The gate's answer: ``ok``, ``errors`` (each a sentence naming what is missing and how to supply it),
     ``checks`` (``volume`` for (b), ``pulled`` for (a), when they were judged), ``newest`` (the pod's newest
     checkpoint, None when unknown) and ``needs_pulled`` ((a) must be judged: the caller gathers ``pulled``).
 
     ``pulled``: ``path``, ``exists``, ``verify`` (checkpoint_verify load=true on it) and ``controller_has``.
+    ``would_lose`` (what terminating deletes, :func:`would_lose`) is read and said whatever
+    ``allow_no_known_checkpoint`` waives: no durable root, none under it, or a durable root that cannot be read.
     """
     errors = []
     checks = {}
     newest = None
     needs_pulled = False
-    if not reachable and not allow_no_checkpoint:
+    if not reachable and not allow_no_known_checkpoint:
         errors.append(unreachable_error(pod, check_mode, start_stopped))
-    if reachable and not durable_root and not allow_no_checkpoint:
+    if reachable and not durable_root and not allow_no_known_checkpoint:
         errors.append(no_durable_root_error(pod))
     if reachable and durable_root and pod_checks is not None:
         found = pod_checks.get("checkpoints") or []
@@ -165,9 +221,9 @@ def judge(
                 "reading the checkpoints of pod %s under %s failed: %s"
                 % (pod.get("name"), pod_checks.get("root"), pod_checks.get("error"))
             )
-        elif newest is None and not allow_no_checkpoint:
+        elif newest is None and not allow_no_known_checkpoint:
             errors.append(
-                "%s has no checkpoint at all under %s%s: set teardown_allow_no_checkpoint=true to terminate it"
+                "%s has no checkpoint at all under %s%s: set teardown_allow_no_known_checkpoint=true to terminate it"
                 " without one."
                 % (
                     _pod_label(pod),
@@ -205,4 +261,12 @@ def judge(
     error = confirm_error(pod, confirm)
     if error:
         errors.append(error)
-    return {"ok": not errors, "errors": errors, "checks": checks, "newest": newest, "needs_pulled": needs_pulled}
+    lost = would_lose(pod, reachable, durable_root, on_volume, pod_checks, controller_has)
+    return {
+        "ok": not errors,
+        "errors": errors,
+        "checks": checks,
+        "newest": newest,
+        "needs_pulled": needs_pulled,
+        "would_lose": lost,
+    }

@@ -69,10 +69,21 @@ options:
     description: The operator's confirmation; must be the pod's id or name.
     type: str
     default: ""
-  allow_no_checkpoint:
-    description: Terminate a pod that has no checkpoint (or cannot be read) without one.
+  allow_no_known_checkpoint:
+    description:
+      - Let the gate pass a pod with no known checkpoint - none under its durable root, no durable root, or a
+        durable root that cannot be read (a stopped pod, SSH down). A checkpoint that was read must still pass,
+        and RV(would_lose) says what terminating deletes either way.
+      - The alias O(allow_no_checkpoint) is deprecated (its name said "there is none", while it also let a pod
+        whose checkpoints were never read go).
     type: bool
     default: false
+    aliases: [allow_no_checkpoint]
+  controller_has:
+    description: The run's checkpoint directories pulled to the controller (their names), for RV(would_lose).
+    type: list
+    elements: str
+    default: []
   start_stopped:
     description: Whether the role was asked to start a stopped pod for the checks (only changes the advice).
     type: bool
@@ -124,6 +135,13 @@ needs_pulled:
   description: The newest checkpoint is valid and (b) did not pass, so (a) must be judged (give O(pulled)).
   returned: always
   type: bool
+would_lose:
+  description:
+    - What terminating the pod deletes of the run's checkpoints, read wherever it can be - C(read) (the durable
+      root was read), C(on_pod) and C(lost) (checkpoint names; null when not read), C(controller_has) and
+      C(sentence) (the same in words).
+  returned: always
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -142,8 +160,16 @@ def main():
             volumes=dict(type="list", elements="dict"),
             pulled=dict(type="dict"),
             confirm=dict(type="str", default="", no_log=False),
-            allow_no_checkpoint=dict(type="bool", default=False),
+            allow_no_known_checkpoint=dict(
+                type="bool",
+                default=False,
+                aliases=["allow_no_checkpoint"],
+                deprecated_aliases=[
+                    dict(name="allow_no_checkpoint", version="1.0.0", collection_name="trainops.gpu"),
+                ],
+            ),
             start_stopped=dict(type="bool", default=False),
+            controller_has=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -157,9 +183,10 @@ def main():
         volumes=p["volumes"],
         pulled=p["pulled"],
         confirm=p["confirm"],
-        allow_no_checkpoint=p["allow_no_checkpoint"],
+        allow_no_known_checkpoint=p["allow_no_known_checkpoint"],
         start_stopped=p["start_stopped"],
         check_mode=module.check_mode,
+        controller_has=p["controller_has"],
     )
     module.exit_json(changed=False, **answer)
 

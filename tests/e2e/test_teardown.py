@@ -7,7 +7,9 @@ without confirmation), refused while the pod's newest checkpoint is not on the c
 names another pod), refused with a corrupt pulled copy, nothing deleted in check mode, deleted when everything
 holds (final state read back and recorded), and a second run that changes nothing. A second pod, whose durable
 root is a network volume, is stopped, then started by the role (teardown_start_stopped) and terminated with
-nothing pulled: its newest checkpoint is loaded on the pod, and the volume outlives it.
+nothing pulled: its newest checkpoint is loaded on the pod, and the volume outlives it. A third pod, stopped with
+both checkpoints on its volume disk and only the older one pulled, is terminated unread under the deprecated
+teardown_allow_no_checkpoint: the message says what went with it.
 """
 
 from __future__ import annotations
@@ -183,7 +185,7 @@ def test_refuses_a_pod_without_checkpoints_and_without_confirmation(teardown: Te
     assert done.returncode != 0, explain(done)
     assert (
         f"has no checkpoint at all under {POD_CKPT} (the directory does not exist): "
-        "set teardown_allow_no_checkpoint=true to terminate it without one." in text
+        "set teardown_allow_no_known_checkpoint=true to terminate it without one." in text
     ), explain(done)
     assert (
         f"teardown_confirm is empty: set teardown_confirm={teardown.pod['id']} (or {POD_NAME}) to terminate pod" in text
@@ -318,3 +320,44 @@ def test_terminates_a_stopped_pod_whose_newest_checkpoint_loads_on_its_network_v
     assert evidence["final"]["status"] == "TERMINATED"
     assert evidence["pod"]["status_before"] == "EXITED" and evidence["pod"]["started_for_checks"]
     assert evidence["pod"]["recorded_by_run"] is False
+
+
+def test_a_stopped_pod_terminated_unread_says_what_went_with_it_under_the_deprecated_flag(teardown: Teardown):
+    run_id, name = "td3", "trainops-td3-train"
+    pod = teardown.emulator.admin(
+        "POST",
+        "/v2/pods",
+        {
+            "name": name,
+            "image": "runpod/pytorch",
+            "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1},
+            "ports": ["22/tcp"],
+            "startSsh": True,
+            "disk": 10,
+            "mounts": {"persistent": {"size": 20, "path": "/workspace"}},
+        },
+    )
+    teardown.emulator.wait_for(pod["id"], lambda p: p["ssh"]["direct"] is not None, 120)
+    on_pod = teardown.emulator.state_dir / "data" / "pods" / pod["id"] / "persistent" / f"trainops/{run_id}/ckpt"
+    shutil.copytree(teardown.trained, on_pod)
+    shutil.copytree(teardown.trained / OLDER, teardown.runs / run_id / "ckpt" / OLDER)
+    teardown.emulator.admin("POST", f"/v2/pods/{pod['id']}/action", {"action": "stop"})
+    teardown.emulator.wait_for(pod["id"], lambda p: p["status"] == "EXITED", 60)
+    done = teardown.play(teardown_run_id=run_id, teardown_pod=pod["id"], teardown_confirm=name,
+                         teardown_allow_no_checkpoint=True)  # fmt: skip
+    text = one_line(done)
+    assert done.returncode == 0, explain(done)
+    assert f"Terminated pod {name} ({pod['id']})" in text, explain(done)
+    went = (
+        f"pod {name} ({pod['id']}) is EXITED and its durable root /workspace was not read: whatever checkpoints its"
+        f" 20 GB volume disk holds are deleted with it; the controller holds {OLDER} (newest {OLDER})."
+    )
+    assert f"Its checkpoints: {went}" in text, explain(done)
+    assert "[DEPRECATION WARNING]" in text and "allow_no_checkpoint" in text.split("[DEPRECATION WARNING]")[1], text
+    assert teardown.emulator.api("GET", f"/v2/pods/{pod['id']}")[0] == 404
+    evidence = json.loads((teardown.runs / run_id / "evidence" / "teardown.json").read_text())
+    assert evidence["checkpoints"]["allow_no_known_checkpoint"] is True
+    assert evidence["checkpoints"]["would_lose"] == {
+        "read": False, "on_pod": None, "lost": None, "controller_has": [OLDER], "sentence": went,
+    }  # fmt: skip
+    assert evidence["final"]["status"] == "TERMINATED" and evidence["pod"]["status_before"] == "EXITED"

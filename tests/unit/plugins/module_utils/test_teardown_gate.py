@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.trainops.gpu.plugins.module_utils._teardown_gate import judge
+from ansible_collections.trainops.gpu.plugins.module_utils._teardown_gate import judge, would_lose
 
 POD = {"id": "p1", "name": "trainops-r1-train", "status": "RUNNING", "network_volume": None}
 NEWEST = {"path": "/workspace/trainops/r1/ckpt/step-00000020", "step": 20, "valid": True, "manifest_sha256": "aa"}
@@ -70,12 +70,13 @@ def test_a_pod_that_cannot_be_read():
     assert gate["errors"] == [
         "pod trainops-r1-train (p1) is EXITED: its durable root cannot be read, so its newest checkpoint is unknown."
         " Set teardown_start_stopped=true to start it for the checks (it is stopped again if the gate refuses)"
-        " (check mode starts nothing), or use teardown_action=stop."
+        " (check mode starts nothing), or use teardown_action=stop (or teardown_allow_no_known_checkpoint=true to"
+        " terminate it unread)."
     ]
     running = judge(POD, False, "/workspace", False, confirm="p1")
     assert "is RUNNING and SSH does not answer yet: " in running["errors"][0]
     assert "Wait until it runs and SSH answers" in running["errors"][0]
-    assert judge(POD, False, "", False, confirm="p1", allow_no_checkpoint=True)["ok"]
+    assert judge(POD, False, "", False, confirm="p1", allow_no_known_checkpoint=True)["ok"]
 
 
 def test_no_durable_root_no_checkpoint_an_invalid_newest_and_a_failed_read():
@@ -85,9 +86,9 @@ def test_no_durable_root_no_checkpoint_an_invalid_newest_and_a_failed_read():
     empty = dict(CHECKS, checkpoints=[], exists=False)
     assert judge(POD, True, "/workspace", False, pod_checks=empty, confirm="p1")["errors"] == [
         "pod trainops-r1-train (p1) has no checkpoint at all under /workspace/trainops/r1/ckpt (the directory does"
-        " not exist): set teardown_allow_no_checkpoint=true to terminate it without one."
+        " not exist): set teardown_allow_no_known_checkpoint=true to terminate it without one."
     ]
-    assert judge(POD, True, "/workspace", False, pod_checks=empty, confirm="p1", allow_no_checkpoint=True)["ok"]
+    assert judge(POD, True, "/workspace", False, pod_checks=empty, confirm="p1", allow_no_known_checkpoint=True)["ok"]
     invalid = dict(CHECKS, checkpoints=[dict(NEWEST, valid=False, errors=["SHA256SUMS: model.pt FAILED"])])
     gate = judge(POD, True, "/workspace", False, pod_checks=invalid, confirm="p1")
     assert gate["errors"][0].startswith(
@@ -117,3 +118,37 @@ def test_a_network_volume_that_exists_with_the_newest_loaded_on_the_pod_passes_w
         "loading /runpod/trainops/r1/ckpt/step-00000020 on the pod (checkpoint_verify load=true) did not succeed:"
         " no load result"
     )
+
+
+def test_what_terminating_would_lose_is_read_and_said_whatever_the_flag_waives():
+    stopped = dict(POD, status="EXITED", persistent_volume={"size": 20, "path": "/workspace"})
+    unread = judge(stopped, False, "/workspace", False, confirm="p1", allow_no_known_checkpoint=True)
+    assert unread["ok"] and unread["would_lose"] == {
+        "read": False,
+        "on_pod": None,
+        "lost": None,
+        "controller_has": [],
+        "sentence": "pod trainops-r1-train (p1) is EXITED and its durable root /workspace was not read: whatever"
+        " checkpoints its 20 GB volume disk holds are deleted with it; the controller holds no pulled checkpoint of"
+        " the run.",
+    }
+    two = dict(CHECKS, checkpoints=[NEWEST, dict(NEWEST, path="/workspace/trainops/r1/ckpt/step-00000010", step=10)])
+    lost = would_lose(POD, True, "/workspace", False, two, ["step-00000010"])
+    assert lost["read"] and lost["on_pod"] == ["step-00000020", "step-00000010"] and lost["lost"] == ["step-00000020"]
+    assert lost["sentence"] == (
+        "1 checkpoint(s) of pod trainops-r1-train (p1) are not on the controller and are deleted with it:"
+        " step-00000020; the controller holds step-00000010 (newest step-00000010)."
+    )
+    kept = would_lose(POD, True, "/workspace", False, two, ["step-00000020", "step-00000010"])
+    assert kept["lost"] == [] and "is on the controller: nothing is lost" in kept["sentence"]
+    empty = would_lose(POD, True, "/workspace", False, dict(CHECKS, checkpoints=[]), [])
+    assert (
+        empty["lost"] == []
+        and "holds no checkpoint under /workspace/trainops/r1/ckpt: nothing is lost" in (empty["sentence"])
+    )
+    volume_pod = dict(POD, network_volume={"id": "v1", "path": "/runpod-volume"})
+    on_volume = would_lose(volume_pod, False, "/runpod-volume", True, None, [])
+    assert on_volume["sentence"].startswith("the checkpoints under /runpod-volume stay on network volume v1")
+    failed = would_lose(POD, True, "/workspace", False, dict(CHECKS, error="Permission denied"), [])
+    assert not failed["read"] and failed["sentence"].startswith("reading the checkpoints of pod trainops-r1-train")
+    assert "has no durable root" in would_lose(POD, True, "", False, None, [])["sentence"]

@@ -25,8 +25,17 @@ def test_the_gate_returns_ok_errors_and_checks_and_changes_nothing(capsys):
     assert rc == 0 and result["changed"] is False and result["ok"] is False and result["checks"] == {}
     assert len(result["errors"]) == 2 and "(check mode starts nothing)" in result["errors"][0]
     assert result["errors"][1].startswith("teardown_confirm is empty")
-    rc, result = run_gate(capsys, {"pod": POD, "reachable": False, "allow_no_checkpoint": True, "confirm": "p1"})
+    args = {"pod": POD, "reachable": False, "allow_no_known_checkpoint": True, "confirm": "p1"}
+    rc, result = run_gate(capsys, dict(args, controller_has=["step-00000002"]))
     assert rc == 0 and result["ok"] is True and result["errors"] == [] and result["newest"] is None
+    assert result["would_lose"]["read"] is False and result["would_lose"]["controller_has"] == ["step-00000002"]
+    assert "deprecations" not in result
+    # The old name still works, with a deprecation naming the new one.
+    del args["allow_no_known_checkpoint"]
+    rc, result = run_gate(capsys, dict(args, allow_no_checkpoint=True))
+    assert rc == 0 and result["ok"] is True
+    (deprecation,) = result["deprecations"]
+    assert "Alias 'allow_no_checkpoint' is deprecated" in json.dumps(deprecation) and deprecation["version"] == "1.0.0"
 
 
 def test_the_audit_reads_state_json_in_runs_dir_and_one_level_below(tmp_path):
