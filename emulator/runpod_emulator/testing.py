@@ -82,6 +82,20 @@ def default_signals() -> None:
         signal.signal(signum, signal.SIG_DFL)
 
 
+def ctrl_c(process: subprocess.Popen, tries: int = 5, grace_s: float = 10.0) -> None:
+    """SIGINT to `process`'s process group, as a terminal's Ctrl-C sends it, again (as a user presses it again)
+    while the process still runs after grace_s, at most `tries` times. ansible-playbook can lose one: its
+    SIGINT handler raises KeyboardInterrupt, and when that lands in the at-fork hook logging runs while a worker
+    is forked, Python reports it as "Exception ignored" and the play goes on."""
+    for _ in range(tries):
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(timeout=grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 SSH_OPTIONS = ("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
                "-o", "BatchMode=yes", "-o", "ConnectTimeout=10")  # fmt: skip
 

@@ -348,5 +348,7 @@ def test_sshd_killed_during_a_mode_tears_down_and_names_the_pod(drill: Drill):
     )
     # Torn down as configured (resume_drill_keep false), and recorded.
     assert all(p["status"] == "TERMINATED" for p in drill.pods_of(run_id)) and drill.volumes_of(run_id) == []
-    recorded = [r for r in state_of(drill.runs / run_id)["resources"] if r["kind"] == "pod"]
+    state = state_of(drill.runs / run_id)
+    assert state["unreachable"]["pod"] == pod["id"] and state["unreachable"]["during"] == f"the run {run_id}-kill"
+    recorded = [r for r in state["resources"] if r["kind"] == "pod"]
     assert recorded and all(r["final"]["status"] == "TERMINATED" for r in recorded), recorded

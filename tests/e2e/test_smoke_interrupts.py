@@ -4,8 +4,9 @@ In file order, on one emulator:
 
 - Ctrl-C (SIGINT to the playbook's process group, as a terminal sends it) while the sync push runs leaves the
   run's lock behind, owned by an ansible-playbook that is gone; an immediate rerun takes it over and passes.
-- Two smoke runs with one run id at once: the second fails at its start naming the holder and changes nothing;
-  the first trains to its last step in one life (no interruption, no second job) and stops its pod.
+- Two smoke runs with one run id at once: the second fails at its start naming the holder and changes nothing,
+  and so does a teardown under another run id naming the first one's pod; the first trains to its last step in
+  one life (no interruption, no second job) and stops its pod.
 - Teardown by run id alone finds that stopped pod (state.json records it EXITED) and terminates it.
 - sshd killed inside the pod while it trains: the pod is dropped from the play at that task, the last play still
   stops it and records "unreachable" with the step it was in and what it still bills; the playbook fails naming
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runpod_emulator.testing import EmulatorProcess, ansible_env
+from runpod_emulator.testing import EmulatorProcess, ansible_env, ctrl_c
 
 pytestmark = [pytest.mark.podman, pytest.mark.slow]
 
@@ -70,6 +71,13 @@ class Smoke:
     def run(self, name: str, timeout: float = 300, **extra_vars: Any) -> tuple[int, str]:
         process, log = self.start(name, **extra_vars)
         return finish(process, timeout), log.read_text()
+
+    def teardown(self, variables: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        """ansible-playbook playbooks/teardown.yml on this runs directory, to its end (bounded)."""
+        env = ansible_env(self.emulator.url, self.emulator.api_key, HOME=str(self.home))
+        variables = {"teardown_runs_dir": str(self.runs), **variables}
+        command = [str(BIN / "ansible-playbook"), "playbooks/teardown.yml", "-e", json.dumps(variables)]
+        return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240, check=False)
 
     def state(self, run_id: str) -> dict[str, Any]:
         return json.loads((self.runs / run_id / "state.json").read_text())
@@ -130,7 +138,7 @@ def test_ctrl_c_during_the_sync_push_then_an_immediate_rerun_passes(smoke: Smoke
     run_id = "intr-1"
     process, log = smoke.start("interrupted", smoke_run_id=run_id)
     wait_for_line(log, PUSH_TASK, process, timeout=240)
-    os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    ctrl_c(process)
     rc = finish(process, timeout=60)
     printed = log.read_text()
     assert rc != 0, printed[-4000:]
@@ -150,7 +158,7 @@ def test_ctrl_c_during_the_sync_push_then_an_immediate_rerun_passes(smoke: Smoke
 
 def test_a_second_run_with_the_same_run_id_leaves_the_first_ones_training_untouched(smoke: Smoke):
     run_id = "conc-1"
-    steps = 20000  # about 30 s of the reference trainer: the second run starts and ends within it
+    steps = 30000  # about 45 s of the reference trainer: the second run and the teardown start and end within it
     first, first_log = smoke.start(
         "first", smoke_run_id=run_id, smoke_train_steps=steps, smoke_checkpoint_every=5000, smoke_teardown="stop"
     )
@@ -168,6 +176,16 @@ def test_a_second_run_with_the_same_run_id_leaves_the_first_ones_training_untouc
         assert smoke.pod(pod_id)["status"] == "RUNNING"
         assert first.poll() is None, first_log.read_text()[-4000:]
         assert (smoke.runs / run_id / "state.json").read_text() == state_before
+
+        # A teardown under another run id naming the first run's pod is refused while that run holds its lock.
+        done = smoke.teardown({"teardown_run_id": "other", "teardown_pod": pod_id, "teardown_confirm": pod_id,
+                               "teardown_allow_no_known_checkpoint": True})  # fmt: skip
+        text = one_line(done.stdout + done.stderr)
+        assert done.returncode != 0, text[-4000:]
+        refusal = f"Refusing to terminate pod trainops-{run_id}-smoke ({pod_id}) under run other: it belongs to run"
+        assert refusal in text, text[-4000:]
+        assert f"pid={first.pid} " in text and "Nothing was changed." in text, text[-4000:]
+        assert smoke.pod(pod_id)["status"] != "TERMINATED" and not (smoke.runs / "other").exists()
 
         rc = finish(first, timeout=400)
     finally:
@@ -194,13 +212,7 @@ def test_teardown_by_run_id_alone_removes_the_stopped_pod(smoke: Smoke):
     pods = pods_of(smoke.state(run_id))
     assert len(pods) == 1 and smoke.pod(pods[0]["id"])["status"] == "EXITED", pods
     pod = pods[0]
-    env = ansible_env(smoke.emulator.url, smoke.emulator.api_key, HOME=str(smoke.home))
-    done = subprocess.run(
-        [str(BIN / "ansible-playbook"), "playbooks/teardown.yml", "-e",
-         json.dumps({"teardown_run_id": run_id, "teardown_runs_dir": str(smoke.runs),
-                     "teardown_confirm": pod["name"], "teardown_start_stopped": True})],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240, check=False,
-    )  # fmt: skip
+    done = smoke.teardown({"teardown_run_id": run_id, "teardown_confirm": pod["name"], "teardown_start_stopped": True})
     text = one_line(done.stdout + done.stderr)
     assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
     assert f"Terminated pod {pod['name']} ({pod['id']}) of run {run_id}" in text, text[-4000:]
