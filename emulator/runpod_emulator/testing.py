@@ -56,6 +56,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -87,13 +88,27 @@ def ctrl_c(process: subprocess.Popen, tries: int = 5, grace_s: float = 10.0) -> 
     while the process still runs after grace_s, at most `tries` times. ansible-playbook can lose one: its
     SIGINT handler raises KeyboardInterrupt, and when that lands in the at-fork hook logging runs while a worker
     is forked, Python reports it as "Exception ignored" and the play goes on."""
-    for _ in range(tries):
+    for _attempt in range(tries):
         os.killpg(process.pid, signal.SIGINT)
         try:
             process.wait(timeout=grace_s)
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def hold_run_lock(runs: Path, run_id: str, pid: int) -> None:
+    """runs/<run_id>/.run.lock held by the live process `pid` of this host, as trainops.gpu.run_lock writes it for
+    a controller (a lock already there changes hands: its owner file is replaced whole)."""
+    start = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    owner = {"host": socket.gethostname(), "pid": pid, "start": start, "boot": boot, "play": "Smoke | train"}
+    owner.update(time=int(time.time()), since="2026-12-07T00:00:00Z")
+    lock = runs / run_id / ".run.lock"
+    lock.mkdir(parents=True, exist_ok=True)
+    staged = lock / f".owner.{os.getpid()}"
+    staged.write_text("".join(f"{key}={value}\n" for key, value in owner.items()))
+    staged.replace(lock / "owner")
 
 
 SSH_OPTIONS = ("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",

@@ -95,7 +95,7 @@ def billing_now(pod, pod_id, price_rules, read=True) -> dict:
     status = pod.get("status") or "UNKNOWN"
     if not cost["stopped"]:
         bills = "compute"
-        what = f"GPU compute at {cost['cost_per_hour_api']:g} USD/h"
+        what = f"compute and disks at {cost['cost_per_hour_api']:g} USD/h (the API's rate)"
     elif cost["volume_gb"]:
         bills = "storage"
         what = f"its {cost['volume_gb']} GB volume disk, {cost['cost_per_hour_now']:g} USD/h"

@@ -217,10 +217,11 @@ def judge(
         found = pod_checks.get("checkpoints") or []
         newest = found[0] if found else None
         if pod_checks.get("error") is not None:
-            errors.append(
-                "reading the checkpoints of pod %s under %s failed: %s"
-                % (pod.get("name"), pod_checks.get("root"), pod_checks.get("error"))
-            )
+            if not allow_no_known_checkpoint:
+                errors.append(
+                    "reading the checkpoints of pod %s under %s failed: %s (teardown_allow_no_known_checkpoint=true"
+                    " terminates it unread)" % (pod.get("name"), pod_checks.get("root"), pod_checks.get("error"))
+                )
         elif newest is None and not allow_no_known_checkpoint:
             errors.append(
                 "%s has no checkpoint at all under %s%s: set teardown_allow_no_known_checkpoint=true to terminate it"

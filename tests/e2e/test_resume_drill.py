@@ -178,6 +178,9 @@ def test_every_mode_recovers_bit_identical(drill: Drill, full_drill):
         assert isinstance(mode["rpo_steps"], int) and mode["rpo_steps"] >= 0, (name, mode)
     text = json.dumps(report)
     assert "journal" in text and "weights" in text
+    # Kept (resume_drill_keep): the verdict names what still bills, per hour.
+    verdict = " ".join(done.stdout.split())
+    assert "Kept (resume_drill_keep), still billing: pod " in verdict and " USD/h." in verdict, explain(done)
     # Pod-level modes came back on another endpoint; recreate and no_gpu on another pod.
     assert modes["stop_start"]["pods"]["before"]["port"] != modes["stop_start"]["pods"]["after"]["port"]
     for name in ("recreate", "no_gpu"):

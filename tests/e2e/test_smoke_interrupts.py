@@ -10,7 +10,9 @@ In file order, on one emulator:
 - Teardown by run id alone finds that stopped pod (state.json records it EXITED) and terminates it.
 - sshd killed inside the pod while it trains: the pod is dropped from the play at that task, the last play still
   stops it and records "unreachable" with the step it was in and what it still bills; the playbook fails naming
-  the pod.
+  the pod. Then a teardown under another run id terminates that pod, recorded in both runs' state.json.
+- The source moved away while the pod bootstraps: the sync role's check of it (run_once) fails on the pod, which
+  fails every host of the play, localhost too; the last play still stops the pod and records the failure.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -249,4 +252,43 @@ def test_sshd_killed_while_training_stops_the_pod_and_records_unreachable(smoke:
     assert state["smoke"]["left_billing"]["cost_per_hour"] > 0, state["smoke"]
     assert state["smoke"]["pod"]["final_status"] == "EXITED"
     assert pods_of(state)[0]["final"]["status"] == "EXITED"
+    assert not (smoke.runs / run_id / ".run.lock").exists()
+
+    # That run has ended: a teardown under another run id naming its pod terminates it, recorded in both runs.
+    done = smoke.teardown({"teardown_run_id": "lost-td", "teardown_pod": pod_id, "teardown_confirm": pod_id,
+                           "teardown_allow_no_known_checkpoint": True})  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    assert smoke.pod(pod_id) is None or smoke.pod(pod_id)["status"] == "TERMINATED"
+    for run in (run_id, "lost-td"):
+        (recorded,) = pods_of(smoke.state(run))
+        assert recorded["id"] == pod_id and recorded["final"]["status"] == "TERMINATED", (run, recorded)
+
+
+def test_a_run_once_failure_on_the_pod_still_stops_and_records_it(smoke: Smoke):
+    # The source moved away while the pod bootstraps: the sync role's check of it (run_once) fails on the pod,
+    # and a failed run_once task fails every host of the play, localhost too. The pod's rescue records it.
+    run_id = "moved-1"
+    src = smoke.tmp / "moved-src"
+    shutil.copytree(ROOT / "training", src / "training", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    git = ["git", "-C", str(src), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "src"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    process, log = smoke.start("moved", smoke_run_id=run_id, smoke_src=str(src))
+    try:
+        wait_for_line(log, "Smoke | Step bootstrap", process, timeout=240)
+        src.rename(src.with_name("moved-src.away"))
+        rc = finish(process, timeout=240)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    printed = log.read_text()
+    assert rc != 0, printed[-6000:]
+    (pod,) = pods_of(smoke.state(run_id))
+    assert smoke.pod(pod["id"])["status"] == "EXITED", printed[-4000:]
+    state = smoke.state(run_id)["smoke"]
+    assert state["result"] == "failed" and state["unreachable"] is None, state
+    failed_task = "Sync | fail unless the source is a directory on the controller"
+    assert state["problem"].startswith(f'"{failed_task}" failed: '), state
+    assert f"Smoke run {run_id} failed: " in one_line(printed), printed[-4000:]
     assert not (smoke.runs / run_id / ".run.lock").exists()

@@ -139,7 +139,7 @@ def test_what_a_pod_leaves_billing_in_a_record_and_a_sentence():
 
     running = billing_now(pod("p1", "x"), "p1", prices())
     assert running["bills"] == "compute" and running["cost_per_hour"] == 0.69
-    assert running["sentence"] == "pod p1 is RUNNING: it bills GPU compute at 0.69 USD/h."
+    assert running["sentence"] == "pod p1 is RUNNING: it bills compute and disks at 0.69 USD/h (the API's rate)."
     stopped = billing_now(pod("p2", "x", status="EXITED"), "p2", prices())
     assert stopped["bills"] == "storage" and stopped["cost_per_hour"] == round(4.0 / 730, 6)
     assert stopped["sentence"] == f"pod p2 is EXITED: it bills its 20 GB volume disk, {round(4.0 / 730, 6):g} USD/h."

@@ -99,6 +99,7 @@ def test_no_durable_root_no_checkpoint_an_invalid_newest_and_a_failed_read():
     failed = judge(POD, True, "/workspace", False, pod_checks=dict(CHECKS, error="SSH to h failed: x"), confirm="p1")
     assert failed["errors"][0] == (
         "reading the checkpoints of pod trainops-r1-train under /workspace/trainops/r1/ckpt failed: SSH to h failed: x"
+        " (teardown_allow_no_known_checkpoint=true terminates it unread)"
     )
 
 
@@ -149,6 +150,14 @@ def test_what_terminating_would_lose_is_read_and_said_whatever_the_flag_waives()
     volume_pod = dict(POD, network_volume={"id": "v1", "path": "/runpod-volume"})
     on_volume = would_lose(volume_pod, False, "/runpod-volume", True, None, [])
     assert on_volume["sentence"].startswith("the checkpoints under /runpod-volume stay on network volume v1")
+    unreadable = dict(CHECKS, checkpoints=[], error="Permission denied")
+    refused = judge(POD, True, "/workspace", False, pod_checks=unreadable, confirm="p1")
+    assert refused["errors"] == [
+        "reading the checkpoints of pod trainops-r1-train under /workspace/trainops/r1/ckpt failed: Permission denied"
+        " (teardown_allow_no_known_checkpoint=true terminates it unread)"
+    ]
+    waived = judge(POD, True, "/workspace", False, pod_checks=unreadable, confirm="p1", allow_no_known_checkpoint=True)
+    assert waived["ok"] and not waived["would_lose"]["read"]
     failed = would_lose(POD, True, "/workspace", False, dict(CHECKS, error="Permission denied"), [])
     assert not failed["read"] and failed["sentence"].startswith("reading the checkpoints of pod trainops-r1-train")
     assert "has no durable root" in would_lose(POD, True, "", False, None, [])["sentence"]
