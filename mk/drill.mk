@@ -1,18 +1,22 @@
 # The resume drill (playbooks/resume_drill.yml, docs/resume_drill.md) on the local emulator.
 #   make drill                                     all six modes; exits non-zero when any mode fails
+#   make drill MODES=kill,sigterm                  the modes named, in this order
 #   make drill DRILL_ARGS='-e resume_drill_keep=true -e resume_drill_run_id=mine'
 #   make bench-drill                               benchmarks/drill_bench.py: where the drill's time goes
 # The emulator (podman backend, state in EMULATOR_STATE) is started when it is not running, and left running.
 # The API URL and key are the emulator's, whatever RUNPOD_API_URL/RUNPOD_API_KEY say: a real key is never
 # sent to it.
 DRILL_ARGS ?=
+# Modes, comma-separated (the role splits the string); empty: resume_drill_modes auto.
+MODES ?=
 
 .PHONY: drill bench-drill
 
 drill: setup image
 	@$(MAKE) --no-print-directory emulator-podman EMULATOR_FOR=drill
 	@$(EMULATOR_ENV) \
-	ansible-playbook -i inventories/local.runpod.yml playbooks/resume_drill.yml $(DRILL_ARGS)
+	ansible-playbook -i inventories/local.runpod.yml playbooks/resume_drill.yml \
+	  $(if $(MODES),-e resume_drill_modes='$(MODES)') $(DRILL_ARGS)
 
 bench-drill: setup image
 	@$(MAKE) --no-print-directory emulator-start EMULATOR_BACKEND=podman

@@ -257,6 +257,11 @@ def test_bad_input_fails_before_anything_is_created(drill: Drill):
     done = drill.run({"resume_drill_run_id": "bad", "resume_drill_modes": ["kill", "meteor"]}, timeout=120)
     assert done.returncode != 0
     assert "unknown mode(s)" in done.stdout and "meteor" in done.stdout, explain(done)
+    # The string form (make drill MODES=kill,meteor): split on commas, judged the same.
+    done = drill.run({"resume_drill_run_id": "bad", "resume_drill_modes": "kill, meteor,kill"}, timeout=120)
+    assert done.returncode != 0
+    text = " ".join(done.stdout.split())
+    assert 'unknown mode(s) ["meteor"]' in text and "resume_drill_modes lists a mode twice." in text, explain(done)
     done = drill.run({"resume_drill_run_id": "../escape"}, timeout=120)
     assert done.returncode != 0 and "resume_drill_run_id" in done.stdout, explain(done)
     # Outside the emulator RunPod cannot fail a host: listing host_failure without its command is bad input...

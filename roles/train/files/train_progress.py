@@ -5,8 +5,9 @@
 
 last: the journal's last complete line (logs/metrics.jsonl; a torn last line from a kill is skipped);
 rate: steps per second over this life's lines in the tail (wall_time at or after STARTED_AT, the job's
-start, RFC 3339), null with fewer than two; last_save: the last save_end event; resume: the last resume
-event of this life (the step it resumed from).
+start, RFC 3339), null with fewer than two; last_save: the last save_end event's fields the role reads (each a
+number or null; a trainer's event is input: what is missing or not a number is named in its `problems`, never a
+crash); resume: the last resume event of this life (the step it resumed from).
 """
 
 import datetime
@@ -54,6 +55,27 @@ def number(record, key):
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+# The save_end fields the train role reads: the step saved, how long the save took and stalled training, the
+# interval to the next save (auto cadence), the bytes written. Only step is asked of every trainer.
+SAVE_FIELDS = ("step", "seconds", "stalled_s", "next_interval_s", "bytes")
+
+
+def save_of(event):
+    """The save_end event's SAVE_FIELDS, numbers or null, with `problems` naming a missing step and any field
+    that is there but not a number."""
+    save = {key: number(event, key) for key in SAVE_FIELDS}
+    problems = []
+    for key in SAVE_FIELDS:
+        if key in event and save[key] is None and event[key] is not None:
+            problems.append("save_end %s is %s, not a number" % (key, json.dumps(event[key])[:40]))
+        elif key == "step" and key not in event:
+            problems.append("save_end has no step")
+    if save["step"] is not None:
+        save["step"] = int(save["step"])
+    save["problems"] = problems
+    return save
+
+
 def in_life(when, started):
     """Whether a record made at `when` (epoch seconds) belongs to the job's life that started at `started`."""
     return started is None or (when is not None and when >= started - 1.0)
@@ -74,7 +96,7 @@ def main(argv):
         "last": steps[-1] if steps else None,
         "rate": rate,
         "life_steps": len(life),
-        "last_save": saves[-1] if saves else None,
+        "last_save": save_of(saves[-1]) if saves else None,
         "resume": resumes[-1] if resumes else None,
     }
     sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")

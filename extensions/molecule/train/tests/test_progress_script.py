@@ -54,7 +54,7 @@ def test_rate_and_resume_count_only_this_life(progress, tmp_path, capsys):
     out = run(progress, tmp_path, metrics, events, iso(T0 + 99), capsys)
     assert out["last"]["step"] == 14 and out["life_steps"] == 6
     assert out["rate"] == pytest.approx(2.0)
-    assert out["resume"]["step"] == 8 and out["last_save"]["step"] == 8
+    assert out["resume"]["step"] == 8 and out["last_save"]["step"] == 8 and out["last_save"]["seconds"] == 0.01
 
 
 def test_missing_files_and_no_start_time(progress, tmp_path, capsys):
@@ -68,3 +68,16 @@ def test_long_journal_is_read_from_its_tail(progress, tmp_path, capsys):
     out = run(progress, tmp_path, metrics, "", "", capsys)
     assert out["last"]["step"] == 20000 and out["rate"] == pytest.approx(1.0)
     assert 0 < out["life_steps"] < 20000
+
+
+def test_a_save_end_event_is_input_read_field_by_field(progress, tmp_path, capsys):
+    # A user's trainer: no seconds, a bytes count as a string, an unknown field; then one with no step at all.
+    events = json.dumps({"event": "save_end", "step": 8, "bytes": "12 MB", "path": "ckpt/8.pt", "time": T0}) + "\n"
+    out = run(progress, tmp_path, line(8, T0), events, "", capsys)
+    assert out["last_save"] == {
+        "step": 8, "seconds": None, "stalled_s": None, "next_interval_s": None, "bytes": None,
+        "problems": ['save_end bytes is "12 MB", not a number'],
+    }  # fmt: skip
+    events += json.dumps({"event": "save_end", "time": T0 + 1}) + "\n"
+    out = run(progress, tmp_path, line(8, T0), events, "", capsys)
+    assert out["last_save"]["step"] is None and out["last_save"]["problems"] == ["save_end has no step"]
