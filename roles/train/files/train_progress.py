@@ -67,7 +67,7 @@ def save_of(event):
     problems = []
     for key in SAVE_FIELDS:
         if key in event and save[key] is None and event[key] is not None:
-            problems.append("save_end %s is %s, not a number" % (key, json.dumps(event[key])[:40]))
+            problems.append(f"save_end {key} is {json.dumps(event[key])[:40]}, not a number")
         elif key == "step" and key not in event:
             problems.append("save_end has no step")
     if save["step"] is not None:
