@@ -56,7 +56,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -97,18 +96,10 @@ def ctrl_c(process: subprocess.Popen, tries: int = 5, grace_s: float = 10.0) -> 
             continue
 
 
-def hold_run_lock(runs: Path, run_id: str, pid: int) -> None:
-    """runs/<run_id>/.run.lock held by the live process `pid` of this host, as trainops.gpu.run_lock writes it for
-    a controller (a lock already there changes hands: its owner file is replaced whole)."""
-    start = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
-    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    owner = {"host": socket.gethostname(), "pid": pid, "start": start, "boot": boot, "play": "Smoke | train"}
-    owner.update(time=int(time.time()), since="2026-12-07T00:00:00Z")
-    lock = runs / run_id / ".run.lock"
-    lock.mkdir(parents=True, exist_ok=True)
-    staged = lock / f".owner.{os.getpid()}"
-    staged.write_text("".join(f"{key}={value}\n" for key, value in owner.items()))
-    staged.replace(lock / "owner")
+def kill_sshd(container: str) -> None:
+    """Every sshd in a podman backend pod's container (the listener and the sessions Ansible's connection keeps):
+    the pod runs on, its SSH is gone."""
+    subprocess.run(["podman", "exec", container, "pkill", "-KILL", "-x", "sshd"], check=True, timeout=60)
 
 
 SSH_OPTIONS = ("-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",

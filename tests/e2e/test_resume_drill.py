@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runpod_emulator.testing import EmulatorProcess, ansible_env, default_signals
+from runpod_emulator.testing import EmulatorProcess, ansible_env, default_signals, kill_sshd
 
 pytestmark = [pytest.mark.podman, pytest.mark.slow]
 
@@ -341,9 +341,7 @@ def test_sshd_killed_during_a_mode_tears_down_and_names_the_pod(drill: Drill):
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
             time.sleep(0.1)
         (pod,) = [p for p in drill.pods_of(run_id) if p["status"] == "RUNNING"]
-        # Every sshd of the pod (the listener and Ansible's sessions): the pod runs on, its SSH is gone.
-        kill = ["podman", "exec", f"rpdrill-{pod['id']}", "pkill", "-KILL", "-x", "sshd"]
-        subprocess.run(kill, check=True, timeout=60)
+        kill_sshd(f"rpdrill-{pod['id']}")
         rc = proc.wait(timeout=600)
     finally:
         if proc.poll() is None:

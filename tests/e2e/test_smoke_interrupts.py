@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runpod_emulator.testing import EmulatorProcess, ansible_env, ctrl_c
+from runpod_emulator.testing import EmulatorProcess, ansible_env, ctrl_c, kill_sshd
 
 pytestmark = [pytest.mark.podman, pytest.mark.slow]
 
@@ -90,18 +90,18 @@ class Smoke:
         return body if status == 200 else None
 
 
-def kill_sshd(container: str) -> None:
-    """Every sshd in the pod's container (the listener and the sessions Ansible's connection keeps): the pod runs
-    on, its SSH is gone."""
-    subprocess.run(["podman", "exec", container, "pkill", "-KILL", "-x", "sshd"], check=True, timeout=60)
+def reap(process: subprocess.Popen) -> None:
+    """SIGKILL to the playbook's process group when it still runs (a test that failed on the way)."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def finish(process: subprocess.Popen, timeout: float) -> int:
     try:
         return process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        reap(process)
         raise
 
 
@@ -192,9 +192,7 @@ def test_a_second_run_with_the_same_run_id_leaves_the_first_ones_training_untouc
 
         rc = finish(first, timeout=400)
     finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-            first.wait()
+        reap(first)
     printed = first_log.read_text()
     assert rc == 0, printed[-6000:]
     assert f"Smoke run {run_id} passed" in one_line(printed), printed[-4000:]
@@ -233,9 +231,7 @@ def test_sshd_killed_while_training_stops_the_pod_and_records_unreachable(smoke:
         kill_sshd(f"rpsint-{pod_id}")
         rc = finish(process, timeout=240)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        reap(process)
     printed = log.read_text()
     text = one_line(printed)
     assert rc != 0, printed[-6000:]
@@ -279,9 +275,7 @@ def test_a_run_once_failure_on_the_pod_still_stops_and_records_it(smoke: Smoke):
         src.rename(src.with_name("moved-src.away"))
         rc = finish(process, timeout=240)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        reap(process)
     printed = log.read_text()
     assert rc != 0, printed[-6000:]
     (pod,) = pods_of(smoke.state(run_id))

@@ -93,6 +93,20 @@ def explain(done: subprocess.CompletedProcess[str]) -> str:
     return f"rc={done.returncode}\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
 
 
+def create_disk_pod(emulator: EmulatorProcess, name: str) -> dict[str, Any]:
+    """A pod with a 20 GB persistent volume at /workspace, made through the API as an operator would."""
+    body = {
+        "name": name,
+        "image": "runpod/pytorch",
+        "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1},
+        "ports": ["22/tcp"],
+        "startSsh": True,
+        "disk": 10,
+        "mounts": {"persistent": {"size": 20, "path": "/workspace"}},
+    }
+    return emulator.admin("POST", "/v2/pods", body)
+
+
 @pytest.fixture(scope="module")
 def teardown(tmp_path_factory: pytest.TempPathFactory, pod_image: str):
     # pod_image (conftest.py): podman, SSH and the local pod image work, or the module fails naming what does not.
@@ -112,19 +126,7 @@ def teardown(tmp_path_factory: pytest.TempPathFactory, pod_image: str):
         backend="podman", state_dir=tmp / "emulator", extra_args=["--container-prefix", "rptdown"]
     ) as emulator:
         emulator.admin("PUT", "/v2/account/ssh-keys", {"keys": [key.with_suffix(".pub").read_text().strip()]})
-        pod = emulator.admin(
-            "POST",
-            "/v2/pods",
-            {
-                "name": POD_NAME,
-                "image": "runpod/pytorch",
-                "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1},
-                "ports": ["22/tcp"],
-                "startSsh": True,
-                "disk": 10,
-                "mounts": {"persistent": {"size": 20, "path": "/workspace"}},
-            },
-        )
+        pod = create_disk_pod(emulator, POD_NAME)
         volume = emulator.admin(
             "POST", "/v2/network-volumes", {"name": VOLUME_NAME, "size": 10, "dataCenter": "EU-RO-1"}
         )
@@ -324,19 +326,7 @@ def test_terminates_a_stopped_pod_whose_newest_checkpoint_loads_on_its_network_v
 
 def test_a_stopped_pod_terminated_unread_says_what_went_with_it_under_the_deprecated_flag(teardown: Teardown):
     run_id, name = "td3", "trainops-td3-train"
-    pod = teardown.emulator.admin(
-        "POST",
-        "/v2/pods",
-        {
-            "name": name,
-            "image": "runpod/pytorch",
-            "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1},
-            "ports": ["22/tcp"],
-            "startSsh": True,
-            "disk": 10,
-            "mounts": {"persistent": {"size": 20, "path": "/workspace"}},
-        },
-    )
+    pod = create_disk_pod(teardown.emulator, name)
     teardown.emulator.wait_for(pod["id"], lambda p: p["ssh"]["direct"] is not None, 120)
     on_pod = teardown.emulator.state_dir / "data" / "pods" / pod["id"] / "persistent" / f"trainops/{run_id}/ckpt"
     shutil.copytree(teardown.trained, on_pod)

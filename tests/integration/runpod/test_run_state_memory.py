@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runpod_emulator.testing import default_signals, hold_run_lock
+from runpod_emulator.testing import default_signals
 from runpod_integration_helpers import (
     BIN,
     MUTATING,
@@ -220,6 +220,17 @@ def test_a_teardown_that_fails_before_it_changed_anything_leaves_no_run_director
     assert not any(r["method"] in MUTATING for r in recorded(emulator)), recorded(emulator)
 
 
+def hold_lock(runs: Path, run_id: str, pid: int) -> None:
+    """runs/<run_id>/.run.lock held by the live process `pid` of this host, as run_lock writes it for a controller."""
+    start = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    owner = {"host": socket.gethostname(), "pid": pid, "start": start, "boot": boot, "play": "Smoke | train"}
+    owner.update(time=int(time.time()), since="2026-12-07T00:00:00Z")
+    lock = runs / run_id / ".run.lock"
+    lock.mkdir(parents=True)
+    (lock / "owner").write_text("".join(f"{key}={value}\n" for key, value in owner.items()))
+
+
 def test_a_teardown_under_another_run_id_waits_for_the_pods_own_run_and_records_in_both(emulator, tmp_path):
     # Run runa made the pod (its name and its state.json say so) and is live (a process of this host holds its
     # lock). A teardown under run id "other" naming that pod must change nothing until runa has ended.
@@ -240,7 +251,7 @@ def test_a_teardown_under_another_run_id_waits_for_the_pods_own_run_and_records_
     }
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
-        hold_run_lock(runs, "runa", holder.pid)
+        hold_lock(runs, "runa", holder.pid)
         emulator.admin("DELETE", "/_emulator/requests")
         refused = run_playbook(emulator, str(ROOT / "playbooks" / "teardown.yml"), extra)
         assert refused.rc != 0, refused.explain()
