@@ -31,6 +31,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import posixpath
 import struct
 
 from ansible_collections.trainops.gpu.plugins.module_utils._checkpoint_format import step_dirname
@@ -63,6 +64,7 @@ class Journal(object):
         self.exists = False
         self.records = {}  # step -> record (the first one)
         self.order = []  # steps in file order, each once
+        self.lines = []  # every record with an integer step, in file order
         self.duplicates = []  # steps recorded more than once
         self.dropped_lines = 0  # torn or garbled lines (the trainer drops them too)
         self.stepless_lines = 0  # JSON objects without an integer step
@@ -119,18 +121,45 @@ def read_journal(path):
         journal.error = "cannot read %s: %s" % (path, exc.strerror or exc)
         return journal
     journal.exists = True
+    _add_lines(journal, records)
+    return journal
+
+
+def _add_lines(journal, records):
     for record in records:
         step = record.get("step")
         if not _is_int(step):
             journal.stepless_lines += 1
             continue
+        journal.lines.append(record)
         if step in journal.records:
             if step not in journal.duplicates:
                 journal.duplicates.append(step)
             continue
         journal.records[step] = record
         journal.order.append(step)
-    return journal
+
+
+def drop_dead_lines(journal, resume_event):
+    """(journal, dropped steps): the journal without the lines a life before the resume wrote past the
+    step it resumed from (stamped before the resume event, on the pod's clock). A trainer that appends
+    across lives keeps them; the new life's lines are the ones to judge (and to time RTO by)."""
+    resumed_from, resumed_at = resume_event.get("step"), resume_event.get("time")
+    if not _is_int(resumed_from) or not _is_number(resumed_at):
+        return journal, []
+    dead = [
+        index
+        for index, record in enumerate(journal.lines)
+        if record["step"] > resumed_from and _is_number(record.get("wall_time")) and record["wall_time"] < resumed_at
+    ]
+    if not dead:
+        return journal, []
+    kept = Journal(journal.path)
+    kept.exists, kept.dropped_lines, kept.error = journal.exists, journal.dropped_lines, journal.error
+    doomed = set(dead)
+    _add_lines(kept, [record for index, record in enumerate(journal.lines) if index not in doomed])
+    kept.stepless_lines = journal.stepless_lines
+    return kept, sorted(set(journal.lines[index]["step"] for index in dead))
 
 
 def read_events(path):
@@ -361,19 +390,51 @@ def recovery_figures(journal, events, interrupted_at, last_step_before, offset):
     return figures
 
 
-def checkpoint_verdict(verify, step, manifest_sha256):
+UNSEALED_HINT = (
+    "seal each checkpoint once it is written: trainops_train.hooks (Run.checkpoint() or seal()), see "
+    "docs/trainer_contract.md"
+)
+
+
+def unsealed(errors):
+    """Whether checkpoint_verify's errors say the checkpoint was never sealed (or its seal never finished)."""
+    return any("not sealed" in str(error) or "torn seal" in str(error) for error in errors or [])
+
+
+def verify_entry(verify, step, name):
+    """checkpoint_verify's entry for the checkpoint resumed from: by its step, else (a checkpoint whose seal
+    is missing has no step) by its name."""
+    listed = verify.get("checkpoints") if isinstance(verify, dict) else None
+    entries = [c for c in listed or [] if isinstance(c, dict)]
+    for entry in entries:
+        if step is not None and entry.get("step") == step:
+            return entry
+    for entry in entries:
+        path = entry.get("path")
+        if name and isinstance(path, str) and posixpath.basename(path.rstrip("/")) == name:
+            return entry
+    return None
+
+
+def checkpoint_verdict(verify, step, manifest_sha256, name=None):
     """(verified: bool, detail): whether the checkpoint_verify result ``verify`` vouches for the checkpoint
-    at ``step`` that the trainer resumed from (and for the same manifest, when both name one)."""
+    at ``step`` that the trainer resumed from (and for the same manifest, when both name one). ``name`` is
+    the checkpoint's (the resume event's path, last component), step_dirname(step) when not given."""
     if step is None:
         return False, "no checkpoint was resumed from"
-    name = step_dirname(step)
+    name = name or step_dirname(step)
     if not isinstance(verify, dict) or not verify:
         return False, "checkpoint used did not verify: no checkpoint_verify result for %s" % name
-    entries = [c for c in verify.get("checkpoints") or [] if isinstance(c, dict) and c.get("step") == step]
-    if entries:
-        entry = entries[0]
+    entry = verify_entry(verify, step, name)
+    if entry is not None:
         if not entry.get("valid"):
             errors = entry.get("errors") or ["invalid"]
+            if unsealed(errors):
+                return False, "checkpoint used is not sealed: %s: %s; %s" % (
+                    name,
+                    "; ".join(str(e) for e in errors),
+                    UNSEALED_HINT,
+                )
             return False, "checkpoint used did not verify: %s: %s" % (name, "; ".join(str(e) for e in errors))
         verified_sha = entry.get("manifest_sha256")
         if manifest_sha256 and verified_sha and verified_sha != manifest_sha256:
@@ -521,6 +582,17 @@ def _outcome(result_path):
     }
 
 
+def _sealed_state(verify, step, name):
+    """False when checkpoint_verify found the checkpoint resumed from unsealed, True when it verified, else
+    None (not verified for another reason, or not known)."""
+    entry = verify_entry(verify, step, name)
+    if entry is None or step is None:
+        return None
+    if entry.get("valid"):
+        return True
+    return False if unsealed(entry.get("errors")) else None
+
+
 def judge_mode(reference, mode):
     """(entry, journal): one drill mode's figures and verdict. ``mode`` is the module's mode entry (see the
     module's options). Reasons come in this order: the orchestration's error, the journal, the final
@@ -533,6 +605,14 @@ def judge_mode(reference, mode):
     notes = []
 
     if _is_number(interrupted_at):
+        resume_event = find_resume(events, interrupted_at, clock["offset_s"])[0]
+        journal, dead = drop_dead_lines(journal, resume_event or {})
+        if dead:
+            notes.append(
+                "the journal keeps lines its life before the interruption wrote past the step resumed from "
+                "(%s): judged on the new life's lines; a trainer drops them when it resumes (hooks.Run.resume "
+                "does)" % _steps_phrase(dead, "").strip()
+            )
         figures = recovery_figures(journal, events, interrupted_at, mode.get("last_step_before"), clock["offset_s"])
     else:
         figures = recovery_figures(journal, [], 0.0, None, 0.0)
@@ -571,7 +651,11 @@ def judge_mode(reference, mode):
 
     resumed_from = figures["resumed_from_step"]
     manifest = (figures["resume_event"] or {}).get("manifest_sha256")
-    verified, verify_detail = checkpoint_verdict(mode.get("checkpoint_verify"), resumed_from, manifest)
+    resumed_path = (figures["resume_event"] or {}).get("path")
+    checkpoint_name = posixpath.basename(resumed_path.rstrip("/")) if isinstance(resumed_path, str) else None
+    verified, verify_detail = checkpoint_verdict(
+        mode.get("checkpoint_verify"), resumed_from, manifest, checkpoint_name or None
+    )
     if resumed_from is None:
         verified = None
     if events_error:
@@ -608,7 +692,8 @@ def judge_mode(reference, mode):
         "checkpoint": {
             "verified": verified,
             "step": resumed_from,
-            "name": step_dirname(resumed_from) if resumed_from is not None else None,
+            "name": (checkpoint_name or step_dirname(resumed_from)) if resumed_from is not None else None,
+            "sealed": _sealed_state(mode.get("checkpoint_verify"), resumed_from, checkpoint_name),
             "detail": verify_detail,
         },
         "journal": _journal_summary(journal, comparison),
@@ -639,7 +724,7 @@ def _provenance_summary(path):
         "commit": source.get("commit"),
         "dirty": source.get("dirty"),
         "archive_sha256": archive.get("sha256"),
-        "command": command.get("shell"),
+        "command": command.get("given") or command.get("shell"),  # a string command ran as given (sh -c)
         "config_sha256": config.get("sha256"),
         "config_hash": config.get("trainer_config_hash"),
         "recorded_at": record.get("recorded_at"),

@@ -26,6 +26,11 @@ description:
     never deleted. Temporary directories are only reported, never moved, since a save may be in progress.
     Quarantine is refused while a trainer holds the root's C(.writer.lock).
   - The same format definition is used by the reference trainer that writes the checkpoints.
+  - A sealed checkpoint (a directory or a file another writer made, a framework's C(checkpoint-120/) or a
+    C(torch.save) file, sealed by the training package's C(seal())) is verified the same way against its
+    C(trainops-seal.json) and C(SHA256SUMS), inside the directory or beside the file. Under a root, sealed
+    checkpoints take their place among the others by the step their seal claims; anything that could be a
+    checkpoint but carries no seal is listed in RV(unsealed), never valid.
 author:
   - trainops.gpu maintainers (!UNKNOWN)
 extends_documentation_fragment:
@@ -43,8 +48,9 @@ attributes:
 options:
   path:
     description:
-      - A checkpoint directory (named C(step-NNNNNNNN), or holding C(SHA256SUMS) or C(manifest.json)), or a
-        checkpoint root that holds checkpoint directories (usually C(<durable>/trainops/<run_id>/ckpt)).
+      - A checkpoint directory (named C(step-NNNNNNNN), or holding C(SHA256SUMS), C(manifest.json) or
+        C(trainops-seal.json)), a sealed checkpoint file, or a checkpoint root that holds checkpoints
+        (usually C(<durable>/trainops/<run_id>/ckpt)).
       - A run directory (one with a C(ckpt) subdirectory and no checkpoints of its own) stands for its C(ckpt).
     type: path
     required: true
@@ -180,6 +186,11 @@ checkpoints:
     step:
       description: Its step.
       type: int
+    layout:
+      description:
+        - C(native) (the trainops format, C(step-NNNNNNNN/) with C(manifest.json)), or a sealed checkpoint's
+          kind, C(directory) or C(file).
+      type: str
     valid:
       description: Whether it verified (and loaded, when it was loaded).
       type: bool
@@ -234,6 +245,23 @@ deleting:
   returned: always
   type: list
   elements: str
+unsealed:
+  description:
+    - Entries of a root that could be checkpoints (directories, files, symbolic links) but carry no seal;
+      never verified, never valid. C(seal()) from the training package seals one.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: The entry's path.
+      type: str
+    step:
+      description: The last number in its name, when there is one.
+      type: int
+    why:
+      description: What makes it unsealed (no C(SHA256SUMS), a symbolic link).
+      type: str
 unverified:
   description:
     - Committed checkpoints listed but not verified, because verification stopped at the newest valid one.
@@ -269,10 +297,13 @@ quarantined:
       description: Where it was moved (would be moved, in check mode).
       type: str
 loaded:
-  description: The load of the newest valid checkpoint, with O(load=true); null otherwise.
+  description:
+    - The load of the newest valid checkpoint, with O(load=true); null otherwise. C(files) counts the files
+      loaded; a sealed directory with nothing that C(torch.load) reads (by suffix C(.pt), C(.pth), C(.bin),
+      C(.ckpt)) loads nothing and says so in C(note).
   returned: always
   type: dict
-  sample: {"path": "/ckpt/step-00001200", "ok": true, "torch_version": "2.13.0+cpu", "seconds": 0.4}
+  sample: {"path": "/ckpt/step-00001200", "ok": true, "torch_version": "2.13.0+cpu", "seconds": 0.4, "files": 3}
 """
 
 import json
@@ -290,6 +321,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._checkpoint_format im
     RootReport,
     aside_target,
     is_checkpoint_dir,
+    is_sealed_checkpoint,
     move_aside,
     parse_step_dirname,
     verify_checkpoint,
@@ -330,9 +362,26 @@ REPORT_KEYS = (
     "stray_temp",
     "deleting",
     "aside",
+    "unsealed",
     "latest_hint",
     "timed_out",
 )
+
+
+# The files of a sealed checkpoint that a load tries (a native one's are all torch.save files).
+TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
+
+
+def loadable_files(report):
+    """The files to load: every file of a native checkpoint, the file of a sealed file, and the files of a
+    sealed directory that torch.save writes (by suffix: a framework's JSON, safetensors or DCP shards are
+    not torch.load's)."""
+    if report.layout == "file":
+        return [report.path]
+    names = sorted(report.files)
+    if report.layout != "native":
+        names = [name for name in names if name.endswith(TORCH_SUFFIXES)]
+    return [os.path.join(report.path, name) for name in names]
 
 
 def load_checkpoint(module, report):
@@ -340,7 +389,10 @@ def load_checkpoint(module, report):
     python = module.params["python"] or sys.executable
     timeout = module.params["load_timeout"]
     timeout_bin = module.get_bin_path("timeout", required=True)
-    files = [os.path.join(report.path, name) for name in sorted(report.files)]
+    files = loadable_files(report)
+    if not files:
+        note = "nothing in it that torch loads (%s)" % ", ".join(TORCH_SUFFIXES)
+        return dict(path=report.path, ok=True, errors=[], torch_version=None, seconds=0.0, files=0, note=note)
     started = time.time()
     command = [timeout_bin, "--kill-after=%d" % KILL_GRACE_SECONDS, str(timeout), python, "-c", LOAD_SCRIPT, *files]
     rc, stdout, stderr = module.run_command(command)
@@ -369,6 +421,7 @@ def load_checkpoint(module, report):
         "errors": errors,
         "torch_version": result.get("torch_version"),
         "seconds": seconds,
+        "files": len(files),
     }
 
 
@@ -389,8 +442,10 @@ def resolve_path(module):
     for option in ("load_timeout", "verify_timeout"):
         if module.params[option] < 1:
             module.fail_json(msg="%s must be at least 1 second, got %d" % (option, module.params[option]))
+    if os.path.isfile(path) and not os.path.islink(path) and is_sealed_checkpoint(path):
+        return path  # a sealed checkpoint file
     if not os.path.isdir(path):
-        module.fail_json(msg="path %s is not a directory" % path)
+        module.fail_json(msg="path %s is neither a directory nor a checkpoint file" % path)
     if module.params["python"] and not os.access(module.params["python"], os.X_OK):
         module.fail_json(msg="python %s is not an executable file" % module.params["python"])
     run_ckpt = RunLayout.from_run_dir(path).ckpt
@@ -409,7 +464,7 @@ def verify(module, path):
     """(kind, RootReport): one checkpoint, or every checkpoint under a root with the manifest chain,
     within verify_timeout seconds."""
     deadline = time.monotonic() + module.params["verify_timeout"]
-    if is_checkpoint_dir(path):
+    if is_checkpoint_dir(path) or os.path.isfile(path):
         root_report = RootReport(os.path.dirname(path))
         checkpoint = verify_checkpoint(path, deadline=deadline)
         root_report.checkpoints.append(checkpoint)

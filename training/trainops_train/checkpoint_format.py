@@ -53,6 +53,19 @@ TEMP_PREFIX = ".tmp-"
 DELETING_PREFIX = ".deleting-"
 ASIDE_CORRUPT = "corrupt"
 ASIDE_PARTIAL = "partial"
+ASIDE_UNSEALED = "unsealed"
+ASIDE_KINDS = (ASIDE_CORRUPT, ASIDE_PARTIAL, ASIDE_UNSEALED)
+
+# A checkpoint some other code wrote (a framework's directory, a torch.save file), sealed by the training
+# package's seal(): SEAL_NAME and SUMS_NAME inside a directory, or next to a file as <file>.SEAL_NAME and
+# <file>.SUMS_NAME. SHA256SUMS is renamed into place last: a checkpoint is sealed once it is there.
+SEAL_NAME = "trainops-seal.json"
+SEAL_FORMAT_NAME = "trainops-sealed"
+SEAL_FORMAT_VERSION = 1
+SEAL_KIND_DIRECTORY = "directory"
+SEAL_KIND_FILE = "file"
+# seal() writes its two files under a name holding this mark, then renames them: a name with it is never valid.
+SEAL_TEMP_MARK = ".trainops-seal-tmp-"
 
 # Reads stream through one buffer of this size: verification never holds a file in memory.
 READ_BUFFER_BYTES = 4 << 20
@@ -71,11 +84,17 @@ _STEP_RE = re.compile(r"^step-([0-9]{%d,})\Z" % STEP_DIGITS)
 _STEP_LIKE_RE = re.compile(r"^step-([0-9]+)\Z")
 _TEMP_RE = re.compile(r"^\.tmp-step-([0-9]{%d,})-[0-9]+-[0-9a-f]+$" % STEP_DIGITS)
 _DELETING_RE = re.compile(r"^\.deleting-step-([0-9]{%d,})-[0-9a-f]+$" % STEP_DIGITS)
-_ASIDE_RE = re.compile(r"^(.+)\.(corrupt|partial)-([0-9]{8}T[0-9]{6}Z)(-[0-9]+)?$")
+_ASIDE_RE = re.compile(r"^(.+)\.(corrupt|partial|unsealed)-([0-9]{8}T[0-9]{6}Z)(-[0-9]+)?$")
 _SUMS_LINE_RE = re.compile(r"^([0-9a-f]{64}) ([ *])(.+)$")
 # Payload names stay within what coreutils writes without escaping, and never hide or nest.
 _PAYLOAD_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
+# A sealed checkpoint's file names are a framework's (.metadata, __0_0.distcp, epoch=1-step=20.ckpt): any
+# printable ASCII but "/" and "\\" (which coreutils would escape) per path component, "/" between them.
+_SEALED_COMPONENT_RE = re.compile(r"^[\x20-\x2e\x30-\x5b\x5d-\x7e]{1,255}\Z")
+# The step seal() takes from a name when it is not given one: the last run of digits (checkpoint-120,
+# epoch=0-step=120.ckpt, ckpt_120.pt).
+_NAME_STEP_RE = re.compile(r"([0-9]+)(?!.*[0-9])")
 # RFC 3339 date-time (section 5.6): full-date "T" full-time with a Z or +hh:mm offset
 _RFC3339_RE = re.compile(
     r"^([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?"
@@ -172,8 +191,8 @@ def parse_deleting_dirname(name):
 def aside_dirname(name, kind, now=None):
     # type: (str, str, datetime.datetime | None) -> str
     """The name a corrupt checkpoint or a partial save gets when moved aside (leading dot dropped)."""
-    if kind not in (ASIDE_CORRUPT, ASIDE_PARTIAL):
-        raise CheckpointFormatError("aside kind must be %r or %r, got %r" % (ASIDE_CORRUPT, ASIDE_PARTIAL, kind))
+    if kind not in ASIDE_KINDS:
+        raise CheckpointFormatError("aside kind must be one of %s, got %r" % (", ".join(ASIDE_KINDS), kind))
     when = now or datetime.datetime.now(datetime.timezone.utc)
     return "%s.%s-%s" % (name.lstrip("."), kind, when.astimezone(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
 
@@ -207,16 +226,22 @@ def format_sums(hashes):
     return "".join(lines)
 
 
-def parse_sums(text):
-    # type: (str) -> dict[str, str]
-    """Name -> sha256 from SHA256SUMS text; raises CheckpointFormatError on any malformed line."""
+def _native_sums_name(name):
+    # type: (str) -> bool
+    return name == MANIFEST_NAME or is_payload_name(name)
+
+
+def parse_sums(text, name_ok=_native_sums_name):
+    # type: (str, object) -> dict[str, str]
+    """Name -> sha256 from SHA256SUMS text; raises CheckpointFormatError on any malformed line or on a name
+    that name_ok refuses (by default the native format's: manifest.json and payload names)."""
     hashes = {}  # type: dict[str, str]
     for number, line in enumerate(text.splitlines(), 1):
         match = _SUMS_LINE_RE.match(line)
         if not match:
             raise CheckpointFormatError("%s line %d is malformed" % (SUMS_NAME, number))
         name = match.group(3)
-        if name != MANIFEST_NAME and not is_payload_name(name):
+        if not name_ok(name):  # type: ignore[operator]
             raise CheckpointFormatError("%s line %d names a disallowed file %r" % (SUMS_NAME, number, name))
         if name in hashes:
             raise CheckpointFormatError("%s lists %r twice" % (SUMS_NAME, name))
@@ -307,13 +332,13 @@ def _manifest_value_errors(manifest):
     return errors
 
 
-def _manifest_file_errors(files):
-    # type: (dict) -> list[str]
+def _manifest_file_errors(files, name_ok=is_payload_name):
+    # type: (dict, object) -> list[str]
     if not files:
         return ["manifest lists no payload files"]
     errors = []
     for name, entry in files.items():
-        if not is_payload_name(name):
+        if not name_ok(name):  # type: ignore[operator]
             errors.append("manifest lists a disallowed file name %r" % (name,))
         elif (
             not isinstance(entry, dict)
@@ -394,7 +419,7 @@ def _read_small(name, limit, dir_fd=None):
     return b"".join(chunks)
 
 
-def _sha256_fd(fd, label, buffer_bytes=READ_BUFFER_BYTES, deadline=None):
+def sha256_fd(fd, label, buffer_bytes=READ_BUFFER_BYTES, deadline=None):
     # type: (int, str, int, float | None) -> tuple[str, int]
     """(sha256 hex, size) of an open file, streamed through one reusable buffer; checks the deadline
     before every buffer. Does not close fd."""
@@ -418,7 +443,7 @@ def sha256_file(path, buffer_bytes=READ_BUFFER_BYTES, deadline=None):
     buffer; raises VerifyTimeout once time.monotonic() passes deadline."""
     fd, _info = open_regular(path)
     try:
-        return _sha256_fd(fd, os.path.basename(path), buffer_bytes, deadline)
+        return sha256_fd(fd, os.path.basename(path), buffer_bytes, deadline)
     finally:
         os.close(fd)
 
@@ -471,6 +496,8 @@ class CheckpointReport(object):
         self.manifest_sha256 = None  # type: str | None
         self.files = {}  # type: dict[str, dict]
         self.bytes_total = 0
+        # "native" (step-N/ with manifest.json), or a sealed checkpoint's kind: "directory" or "file"
+        self.layout = "native"
 
     @property
     def valid(self):
@@ -483,6 +510,7 @@ class CheckpointReport(object):
         return {
             "path": self.path,
             "step": self.step,
+            "layout": self.layout,
             "valid": self.valid,
             "errors": list(self.errors),
             "timed_out": self.timed_out,
@@ -616,7 +644,7 @@ def _verify_payload(dir_fd, name, sums, manifest, hash_files, deadline, report):
             return
         if hash_files:
             try:
-                entry["sha256"], _size = _sha256_fd(fd, name, deadline=deadline)
+                entry["sha256"], _size = sha256_fd(fd, name, deadline=deadline)
             except OSError as exc:
                 report.errors.append("%s: unreadable: %s" % (name, exc.strerror))
                 return
@@ -647,13 +675,16 @@ def _verify_into(report, hash_files, deadline):
 
 def verify_checkpoint(path, hash_files=True, deadline=None):
     # type: (str, bool, float | None) -> CheckpointReport
-    """Verify one checkpoint directory: SHA256SUMS, manifest schema, file set, sizes and hashes.
+    """Verify one checkpoint directory: SHA256SUMS, manifest schema, file set, sizes and hashes. A sealed
+    checkpoint (is_sealed_checkpoint: a directory or a file some other writer made) is verify_sealed's.
 
     With hash_files=False only the structure, the sizes and the manifest's own hash are checked (cheap).
     Nothing is read through a symbolic link or from anything but a regular file. Once time.monotonic()
     passes deadline the verification stops: the report is then `timed_out` (neither valid nor corrupt).
     Any other failure while verifying becomes one of the report's errors, never an exception.
     """
+    if is_sealed_checkpoint(path):
+        return verify_sealed(path, hash_files, deadline)
     report = CheckpointReport(path)
     try:
         _check_deadline(deadline, "before it started")
@@ -664,6 +695,365 @@ def verify_checkpoint(path, hash_files=True, deadline=None):
     except Exception as exc:  # one checkpoint's failure, whatever it is, is that checkpoint's error
         report.errors.append("verification failed: %s: %s" % (type(exc).__name__, exc))
     return report
+
+
+# ------------------------------------------------------------------------------ sealed checkpoints
+#
+# A sealed checkpoint is what another writer (a framework, torch.save) left, with the seal around it:
+#
+#     checkpoint-120/                  a directory, sealed in place
+#         ...the framework's files      any names (printable ASCII), subdirectories allowed, no links
+#         trainops-seal.json           the seal's manifest: step, kind, files with sizes and sha256, ...
+#         SHA256SUMS                   over every file and trainops-seal.json, paths relative to the directory
+#     model-120.pt                     a file, sealed beside it
+#     model-120.pt.trainops-seal.json
+#     model-120.pt.SHA256SUMS          lists model-120.pt and model-120.pt.trainops-seal.json
+#
+# `cd <dir> && sha256sum -c SHA256SUMS` (or `-c model-120.pt.SHA256SUMS` beside a file) verifies either
+# with no tool of ours. SHA256SUMS is renamed into place last: without it the checkpoint is not sealed.
+
+SEAL_REQUIRED = {
+    "format": str,
+    "format_version": int,
+    "kind": str,
+    "step": int,
+    "world_size": int,
+    "files": dict,
+    "created_at": str,
+}
+SEAL_OPTIONAL = {
+    "run_id": (str, type(None)),
+    "config_hash": (str, type(None)),
+    "producer": dict,
+    "captured": dict,
+}
+SEAL_MAX_DEPTH = 16
+
+
+def sealed_relpath_ok(path):
+    # type: (object) -> bool
+    """A file name a seal may list: "/"-separated components of printable ASCII (no "\\"), none "." or "..",
+    and never a name the seal itself uses while writing."""
+    if not isinstance(path, str) or SEAL_TEMP_MARK in path:
+        return False
+    parts = path.split("/")
+    return len(parts) <= SEAL_MAX_DEPTH and all(
+        _SEALED_COMPONENT_RE.match(part) and part not in (".", "..") for part in parts
+    )
+
+
+def step_from_name(name):
+    # type: (str) -> int | None
+    """The last run of digits in a name (checkpoint-120, epoch=0-step=120.ckpt), or None."""
+    match = _NAME_STEP_RE.search(name)
+    return int(match.group(1)) if match else None
+
+
+class SealPaths(object):
+    """Where a checkpoint's seal lives: inside a directory, beside a file."""
+
+    def __init__(self, path, kind):
+        # type: (str, str) -> None
+        self.path = os.path.normpath(path)
+        self.kind = kind
+        if kind == SEAL_KIND_DIRECTORY:
+            self.base = self.path
+            self.sums_name, self.seal_name = SUMS_NAME, SEAL_NAME
+        else:
+            self.base = os.path.dirname(self.path) or "."
+            name = os.path.basename(self.path)
+            self.sums_name, self.seal_name = "%s.%s" % (name, SUMS_NAME), "%s.%s" % (name, SEAL_NAME)
+        self.sums = os.path.join(self.base, self.sums_name)
+        self.seal = os.path.join(self.base, self.seal_name)
+
+    def owns(self, name):
+        # type: (str) -> bool
+        """Whether a listed name is the seal's own (its manifest), not a payload file."""
+        return name == self.seal_name
+
+
+def seal_paths(path):
+    # type: (str) -> SealPaths
+    """The seal's paths for a checkpoint directory or file (a missing path is taken as a file)."""
+    kind = SEAL_KIND_DIRECTORY if os.path.isdir(path) and not os.path.islink(path) else SEAL_KIND_FILE
+    return SealPaths(path, kind)
+
+
+def seal_manifest_errors(manifest, kind=None):
+    # type: (object, str | None) -> list[str]
+    """Everything wrong with a parsed trainops-seal.json; empty when it follows the schema."""
+    if not isinstance(manifest, dict):
+        return ["%s is not a JSON object" % SEAL_NAME]
+    errors = []
+    for key, kinds in list(SEAL_REQUIRED.items()) + list(SEAL_OPTIONAL.items()):
+        kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+        if key not in manifest:
+            if key in SEAL_REQUIRED:
+                errors.append("%s lacks %r" % (SEAL_NAME, key))
+        elif not isinstance(manifest[key], kinds) or (isinstance(manifest[key], bool) and bool not in kinds):
+            errors.append("%s %r has the wrong type" % (SEAL_NAME, key))
+    if errors:
+        return errors
+    if manifest["format"] != SEAL_FORMAT_NAME:
+        errors.append("%s format is %r, expected %r" % (SEAL_NAME, manifest["format"], SEAL_FORMAT_NAME))
+    if manifest["format_version"] != SEAL_FORMAT_VERSION:
+        errors.append("%s format_version %d is not %d" % (SEAL_NAME, manifest["format_version"], SEAL_FORMAT_VERSION))
+    if manifest["kind"] not in (SEAL_KIND_DIRECTORY, SEAL_KIND_FILE):
+        errors.append("%s kind %r is not %r or %r" % (SEAL_NAME, manifest["kind"], SEAL_KIND_DIRECTORY, SEAL_KIND_FILE))
+    elif kind is not None and manifest["kind"] != kind:
+        errors.append("%s says kind %r, but the checkpoint is a %s" % (SEAL_NAME, manifest["kind"], kind))
+    if manifest["step"] < 0:
+        errors.append("%s step is negative" % SEAL_NAME)
+    if manifest["world_size"] < 1:
+        errors.append("%s world_size %d is not at least 1" % (SEAL_NAME, manifest["world_size"]))
+    if not is_rfc3339(manifest["created_at"]):
+        errors.append("%s created_at %r is not an RFC 3339 timestamp" % (SEAL_NAME, manifest["created_at"][:64]))
+    return errors + _manifest_file_errors(manifest["files"], sealed_relpath_ok)
+
+
+def open_relative(base_fd, relpath):
+    # type: (int, str) -> tuple[int, os.stat_result]
+    """open_regular of a "/"-separated path under base_fd, no component followed through a symbolic link."""
+    parts = relpath.split("/")
+    dir_fd = base_fd
+    try:
+        for part in parts[:-1]:
+            try:
+                next_fd = os.open(part, _OPEN_DIR_FLAGS, dir_fd=dir_fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    problem = "%s: a component is a symbolic link or not a directory" % relpath
+                    raise CheckpointFormatError(problem) from None
+                raise
+            if dir_fd != base_fd:
+                os.close(dir_fd)
+            dir_fd = next_fd
+        try:
+            return open_regular(parts[-1], dir_fd)
+        except CheckpointFormatError:
+            raise CheckpointFormatError("%s: is a symbolic link or not a regular file" % relpath) from None
+    finally:
+        if dir_fd != base_fd:
+            os.close(dir_fd)
+
+
+def _walk_files(dir_fd, prefix, found, problems, depth=0):
+    # type: (int, str, list[str], list[str], int) -> None
+    """The regular files under dir_fd ("/"-joined paths); links and other kinds of entries are problems."""
+    for name in sorted(os.listdir(dir_fd)):
+        rel = prefix + name
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode):
+            problems.append("%s: is a symbolic link" % rel)
+        elif stat.S_ISDIR(info.st_mode):
+            if depth + 1 >= SEAL_MAX_DEPTH:
+                problems.append("%s: nests deeper than %d levels" % (rel, SEAL_MAX_DEPTH))
+                continue
+            sub_fd = os.open(name, _OPEN_DIR_FLAGS, dir_fd=dir_fd)
+            try:
+                _walk_files(sub_fd, rel + "/", found, problems, depth + 1)
+            finally:
+                os.close(sub_fd)
+        elif stat.S_ISREG(info.st_mode):
+            found.append(rel)
+        else:
+            problems.append("%s: not a regular file" % rel)
+
+
+def sealed_payload(paths, base_fd=None):
+    # type: (SealPaths, int | None) -> tuple[list[str], list[str]]
+    """(payload files, problems) of a checkpoint as it is on disk: every regular file of a directory but the
+    seal's own two (and seal temporaries, which are problems), or the one file."""
+    if paths.kind == SEAL_KIND_FILE:
+        return [os.path.basename(paths.path)], []
+    found, problems = [], []  # type: list[str], list[str]
+    own_fd = base_fd if base_fd is not None else os.open(paths.path, _OPEN_DIR_FLAGS)
+    try:
+        _walk_files(own_fd, "", found, problems)
+    finally:
+        if base_fd is None:
+            os.close(own_fd)
+    payload = []
+    for name in found:
+        if name in (SUMS_NAME, SEAL_NAME):
+            continue
+        if SEAL_TEMP_MARK in name:
+            problems.append("%s: the remains of a seal that did not finish" % name)
+        else:
+            payload.append(name)
+    return payload, problems
+
+
+def _sealed_kind(path, report):
+    # type: (str, CheckpointReport) -> str | None
+    try:
+        info = os.lstat(path.rstrip("/") or "/")
+    except OSError:
+        info = None
+    if info is not None and stat.S_ISLNK(info.st_mode):
+        report.errors.append("is a symbolic link")
+    elif info is not None and stat.S_ISDIR(info.st_mode):
+        return SEAL_KIND_DIRECTORY
+    elif info is None or stat.S_ISREG(info.st_mode):
+        return SEAL_KIND_FILE  # a missing file with a seal beside it is reported missing below
+    else:
+        report.errors.append("not a regular file or directory")
+    return None
+
+
+def _read_seal(base_fd, paths, report):
+    # type: (int, SealPaths, CheckpointReport) -> tuple[dict[str, str] | None, dict | None]
+    """(SHA256SUMS, the seal's manifest) as far as they parse; records what is wrong with them."""
+    sums = None
+    try:
+        text = _read_small(paths.sums_name, SUMS_MAX_BYTES, base_fd).decode("utf-8")
+        sums = parse_sums(text, lambda name: paths.owns(name) or sealed_relpath_ok(name))
+    except (CheckpointFormatError, UnicodeDecodeError) as exc:
+        report.errors.append("%s unreadable: %s" % (paths.sums_name, exc))
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            report.errors.append("%s unreadable: %s" % (paths.sums_name, exc.strerror))
+        elif os.path.lexists(paths.seal):
+            report.errors.append("%s missing: the seal did not finish (torn seal)" % paths.sums_name)
+        else:
+            report.errors.append("%s missing: not sealed" % paths.sums_name)
+    manifest = None
+    try:
+        raw = _read_small(paths.seal_name, MANIFEST_MAX_BYTES, base_fd)
+        report.manifest_sha256 = hashlib.sha256(raw).hexdigest()
+        parsed = parse_manifest(raw)
+        schema_errors = seal_manifest_errors(parsed, paths.kind)
+        report.errors.extend(schema_errors)
+        manifest = None if schema_errors else parsed
+    except OSError as exc:
+        if sums is not None or exc.errno != errno.ENOENT:
+            report.errors.append("%s unreadable: %s" % (paths.seal_name, exc.strerror))
+    except (CheckpointFormatError, UnicodeDecodeError, ValueError) as exc:
+        report.errors.append("%s unreadable: %s" % (paths.seal_name, exc))
+    if sums is not None and report.manifest_sha256 is not None:
+        if paths.seal_name not in sums:
+            report.errors.append("%s does not list %s" % (paths.sums_name, paths.seal_name))
+        elif sums[paths.seal_name] != report.manifest_sha256:
+            report.errors.append("%s: sha256 mismatch" % paths.seal_name)
+    return sums, manifest
+
+
+def _verify_sealed_into(report, hash_files, deadline):
+    # type: (CheckpointReport, bool, float | None) -> None
+    kind = _sealed_kind(report.path, report)
+    if kind is None:
+        return
+    paths = SealPaths(report.path, kind)
+    report.layout = kind
+    try:
+        base_fd = os.open(paths.base, _OPEN_DIR_FLAGS)
+    except OSError as exc:
+        report.errors.append("cannot open directory: %s" % exc.strerror)
+        return
+    try:
+        sums, manifest = _read_seal(base_fd, paths, report)
+        if manifest is None and sums is None:
+            return
+        report.manifest = manifest
+        if manifest is not None:
+            report.step = manifest["step"]
+        payload, problems = sealed_payload(paths, base_fd if kind == SEAL_KIND_DIRECTORY else None)
+        report.errors.extend(problems)
+        listed = set(manifest["files"]) if manifest is not None else set()
+        summed = set(name for name in (sums or {}) if not paths.owns(name))
+        if manifest is not None and sums is not None and listed != summed:
+            report.errors.append("%s and %s list different files" % (paths.sums_name, paths.seal_name))
+        expected = listed | summed
+        for name in payload:
+            if name not in expected:
+                report.errors.append("unlisted file %r" % name)
+        file_fd = base_fd
+        for name in sorted(expected):
+            _check_deadline(deadline, "before %s" % name)
+            _verify_sealed_file(file_fd, name, sums, manifest, hash_files, deadline, report)
+    finally:
+        os.close(base_fd)
+
+
+def _verify_sealed_file(base_fd, name, sums, manifest, hash_files, deadline, report):
+    # type: (int, str, dict[str, str] | None, dict | None, bool, float | None, CheckpointReport) -> None
+    entry = {"size": None, "sha256": None, "ok": False}  # type: dict
+    report.files[name] = entry
+    listed = manifest["files"].get(name) if manifest is not None else None
+    listed_sha = (sums or {}).get(name) or (listed or {}).get("sha256")
+    if listed is not None and sums is not None and name in sums and sums[name] != listed["sha256"]:
+        report.errors.append("%s: sha256 differs between the seal's two lists" % name)
+    try:
+        fd, info = open_relative(base_fd, name)
+    except CheckpointFormatError as exc:
+        report.errors.append(str(exc))
+        return
+    except OSError:
+        report.errors.append("%s: missing or not a regular file" % name)
+        return
+    try:
+        entry["size"] = info.st_size
+        report.bytes_total += info.st_size
+        if listed is not None and info.st_size != listed["size"]:
+            report.errors.append("%s: size %d, the seal says %d" % (name, info.st_size, listed["size"]))
+            return
+        if hash_files:
+            entry["sha256"], _size = sha256_fd(fd, name, deadline=deadline)
+            if listed_sha is not None and entry["sha256"] != listed_sha:
+                report.errors.append("%s: sha256 mismatch" % name)
+                return
+        entry["ok"] = listed_sha is not None
+    finally:
+        os.close(fd)
+
+
+def is_sealed_checkpoint(path):
+    # type: (str) -> bool
+    """Whether path is (or claims to be) a sealed checkpoint rather than one in the native format: a file,
+    or a directory with a seal manifest, or a directory without manifest.json that is not named step-N."""
+    normalized = os.path.normpath(path)
+    if os.path.islink(normalized):
+        return False
+    if os.path.isdir(normalized):
+        if os.path.lexists(os.path.join(normalized, SEAL_NAME)):
+            return True
+        return parse_step_dirname(os.path.basename(normalized)) is None and not os.path.lexists(
+            os.path.join(normalized, MANIFEST_NAME)
+        )
+    paths = SealPaths(normalized, SEAL_KIND_FILE)
+    return any(os.path.lexists(name) for name in (normalized, paths.sums, paths.seal))
+
+
+def verify_sealed(path, hash_files=True, deadline=None):
+    # type: (str, bool, float | None) -> CheckpointReport
+    """Verify one sealed checkpoint (a directory or a file; see the section's comment), like
+    verify_checkpoint: every failure is one of the report's errors, a passed deadline makes it timed_out."""
+    report = CheckpointReport(path)
+    report.step = None
+    try:
+        _check_deadline(deadline, "before it started")
+        _verify_sealed_into(report, hash_files, deadline)
+    except VerifyTimeout as exc:
+        report.timed_out = True
+        report.errors.append("verification timed out: %s" % exc)
+    except Exception as exc:  # one checkpoint's failure, whatever it is, is that checkpoint's error
+        report.errors.append("verification failed: %s: %s" % (type(exc).__name__, exc))
+    return report
+
+
+def peek_sealed_step(path):
+    # type: (str) -> int | None
+    """The step a sealed checkpoint's manifest claims (read without verifying: to order candidates only),
+    else the last number in its name."""
+    paths = seal_paths(path)
+    try:
+        manifest = parse_manifest(_read_small(paths.seal, MANIFEST_MAX_BYTES))
+        step = manifest.get("step") if isinstance(manifest, dict) else None
+        if isinstance(step, int) and not isinstance(step, bool) and step >= 0:
+            return step
+    except (OSError, CheckpointFormatError, UnicodeDecodeError, ValueError):
+        pass
+    return step_from_name(os.path.basename(paths.path))
 
 
 class RootReport(object):
@@ -678,6 +1068,7 @@ class RootReport(object):
         self.deleting = []  # type: list[str]
         self.aside = []  # type: list[str]
         self.latest_hint = None  # type: str | None
+        self.unsealed = []  # type: list[dict]
         self.timed_out = None  # type: str | None
 
     @property
@@ -707,6 +1098,7 @@ class RootReport(object):
             "stray_temp": list(self.stray_temp),
             "deleting": list(self.deleting),
             "aside": list(self.aside),
+            "unsealed": [dict(entry) for entry in self.unsealed],
             "latest_hint": self.latest_hint,
             "timed_out": self.timed_out,
         }
@@ -765,18 +1157,58 @@ def noncanonical_report(path):
     return report
 
 
+def _sidecar_of(name):
+    # type: (str) -> str | None
+    """The file a sealed file's SHA256SUMS or seal manifest sits beside, from the sidecar's name."""
+    for suffix in ("." + SUMS_NAME, "." + SEAL_NAME):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return None
+
+
+def _scan_other(root, name, sealed, report):
+    # type: (str, str, set[str], RootReport) -> None
+    """An entry that is not the native format's: a sealed checkpoint (or a seal's sidecar) joins `sealed`;
+    anything else that could be a checkpoint is listed unsealed (hidden names and the lock excepted)."""
+    full = os.path.join(root, name)
+    owner = _sidecar_of(name)
+    if owner is not None:
+        sealed.add(os.path.join(root, owner))
+    elif name.startswith(".") or SEAL_TEMP_MARK in name:
+        return
+    elif os.path.islink(full):
+        report.unsealed.append({"path": full, "step": step_from_name(name), "why": "a symbolic link"})
+    elif os.path.isdir(full):
+        if os.path.lexists(os.path.join(full, SUMS_NAME)) or os.path.lexists(os.path.join(full, SEAL_NAME)):
+            sealed.add(full)
+        else:
+            report.unsealed.append({"path": full, "step": step_from_name(name), "why": "no %s" % SUMS_NAME})
+    elif os.path.isfile(full) and full not in sealed:
+        paths = SealPaths(full, SEAL_KIND_FILE)
+        if not (os.path.lexists(paths.sums) or os.path.lexists(paths.seal)):
+            report.unsealed.append({"path": full, "step": step_from_name(name), "why": "no %s" % paths.sums_name})
+
+
 def _scan_root(root, report):
-    # type: (str, RootReport) -> tuple[dict[int, str], list[str]]
-    """(canonical step -> path, paths of step-<digits> entries spelled otherwise); files the rest in report."""
+    # type: (str, RootReport) -> tuple[dict[int, str], list[str], list[str]]
+    """(canonical step -> path, paths of step-<digits> entries spelled otherwise, sealed checkpoints of other
+    names); files the rest in report."""
     steps = {}  # type: dict[int, str]
     odd = []  # type: list[str]
+    sealed = set()  # type: set[str]
     for name in sorted(os.listdir(root)):
         full = os.path.join(root, name)
         step = parse_step_dirname(name)
         if step is not None:
             steps[step] = full
         elif _STEP_LIKE_RE.match(name):
-            odd.append(full)
+            # step-3/ sealed (a user's own name) is a sealed checkpoint; unsealed, a misspelled native one
+            if not os.path.lexists(os.path.join(full, MANIFEST_NAME)) and any(
+                os.path.lexists(os.path.join(full, own)) for own in (SEAL_NAME, SUMS_NAME)
+            ):
+                sealed.add(full)
+            else:
+                odd.append(full)
         elif parse_temp_dirname(name) is not None:
             report.stray_temp.append(full)
         elif parse_deleting_dirname(name) is not None:
@@ -785,7 +1217,10 @@ def _scan_root(root, report):
             report.aside.append(full)
         elif name == LATEST_NAME:
             report.latest_hint = read_latest_hint(root)
-    return steps, odd
+        elif name != WRITER_LOCK_NAME:
+            _scan_other(root, name, sealed, report)
+    report.unsealed = [entry for entry in report.unsealed if entry["path"] not in sealed]
+    return steps, odd, sorted(sealed)
 
 
 def verify_root(root, stop_at_first_valid=False, hash_files=True, deadline=None):
@@ -798,20 +1233,29 @@ def verify_root(root, stop_at_first_valid=False, hash_files=True, deadline=None)
     time.monotonic() passes deadline, the checkpoint being verified is named in `timed_out` and the older
     ones are listed in `unverified`. A step-<digits> directory spelled other than its step's canonical
     name is reported last, invalid ("non-canonical name"), never ignored.
+
+    Sealed checkpoints of other names (a framework's checkpoint-120/, a torch.save file with its seal
+    beside it) take their place among the native ones by the step their seal claims (then by name);
+    entries that could be checkpoints but carry no seal are listed in `unsealed`, never verified.
     """
     report = RootReport(root)
     if not os.path.isdir(root):
         raise CheckpointFormatError("checkpoint root %s is not a directory" % root)
-    steps, odd = _scan_root(root, report)
+    steps, odd, sealed = _scan_root(root, report)
+    ordered = [(step, os.path.basename(path), path) for step, path in steps.items()]
+    for path in sealed:
+        step = peek_sealed_step(path)
+        ordered.append((-1 if step is None else step, os.path.basename(path), path))
     found_valid = False
-    for step in sorted(steps, reverse=True):
+    for entry in sorted(ordered, reverse=True):
+        path = entry[2]
         if report.timed_out is not None or (found_valid and stop_at_first_valid):
-            report.unverified.append(steps[step])
+            report.unverified.append(path)
             continue
-        checkpoint = verify_checkpoint(steps[step], hash_files=hash_files, deadline=deadline)
+        checkpoint = verify_checkpoint(path, hash_files=hash_files, deadline=deadline)
         if checkpoint.timed_out:
             report.timed_out = checkpoint.path
-        elif checkpoint.valid:
+        elif checkpoint.valid and checkpoint.layout == "native":
             try:
                 _check_chain(checkpoint, steps)
             except Exception as exc:  # like any failure inside one checkpoint: its error, not the root's
@@ -828,7 +1272,7 @@ def is_checkpoint_dir(path):
     name = os.path.basename(os.path.normpath(path))
     if parse_step_dirname(name) is not None:
         return True
-    return os.path.exists(os.path.join(path, SUMS_NAME)) or os.path.exists(os.path.join(path, MANIFEST_NAME))
+    return any(os.path.exists(os.path.join(path, own)) for own in (SUMS_NAME, MANIFEST_NAME, SEAL_NAME))
 
 
 def writer_lock_held(root):

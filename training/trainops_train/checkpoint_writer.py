@@ -34,6 +34,9 @@ from typing import Any
 import torch
 
 from . import checkpoint_format
+from .atomic import open_new as _open_new
+from .atomic import replace_text_atomically, write_bytes
+from .atomic import write_all as _write_all
 
 # Chunks at least this large are hashed on the worker thread while being written.
 PARALLEL_HASH_BYTES = 1 << 20
@@ -69,12 +72,6 @@ start_writeback = _load_sync_file_range()
 
 class CheckpointSaveError(RuntimeError):
     """A save that could not be completed or did not verify after commit."""
-
-
-def _write_all(fd: int, view: memoryview) -> None:
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
 
 
 class HashingFileWriter:
@@ -113,10 +110,6 @@ class HashingFileWriter:
         return self._digest.hexdigest()
 
 
-def _open_new(path: str) -> int:
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
-
-
 @contextlib.contextmanager
 def _zip_crc32(enabled: bool):
     """torch.save's per-record CRC32 on or off for the duration (a process-wide torch setting)."""
@@ -145,25 +138,6 @@ def save_payload(
     finally:
         os.close(fd)
     return {"size": writer.size, "sha256": writer.hexdigest()}
-
-
-def write_bytes(path: str, data: bytes) -> str:
-    """Write small bytes to a new file, fsynced; returns their sha256."""
-    fd = _open_new(path)
-    try:
-        _write_all(fd, memoryview(data))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return hashlib.sha256(data).hexdigest()
-
-
-def replace_text_atomically(path: str, text: str) -> None:
-    """Replace a small file so readers see the old or the new content, never a mix."""
-    temp = f"{path}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-    write_bytes(temp, text.encode("utf-8"))
-    os.replace(temp, path)
-    checkpoint_format.fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
 @dataclasses.dataclass(frozen=True)

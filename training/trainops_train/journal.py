@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import json
 import os
 import time
 from typing import Any
 
-from .checkpoint_writer import replace_text_atomically
+from . import checkpoint_format, run_layout
+from .atomic import replace_text_atomically
 
 
 class JsonLines:
@@ -46,6 +49,41 @@ def read_records(path: str) -> list[dict[str, Any]]:
     except FileNotFoundError:
         return []
     return records
+
+
+def step_record(step: int, loss: float, lr: float | None, wall_time: float, elapsed_s: float) -> dict[str, Any]:
+    """The metrics journal's line for one step: loss and lr as repr and float.hex, both exact."""
+    return {
+        "step": step,
+        "loss": repr(loss),
+        "loss_hex": float.hex(loss),
+        "lr": None if lr is None else repr(lr),
+        "lr_hex": None if lr is None else float.hex(lr),
+        "wall_time": wall_time,
+        "elapsed_s": elapsed_s,
+    }
+
+
+def write_result(path: str, exit_code: int, step: int | None, weights_sha256: str | None, **fields: Any) -> None:
+    """result.json: how this life ended (status from the exit code, the step, the final weights' hash and
+    `fields`: checkpoint, signal, reason), replaced atomically."""
+    record = {
+        "status": run_layout.status_for_exit(exit_code),
+        "exit_code": exit_code,
+        "step": step,
+        "weights_sha256": weights_sha256,
+        **fields,
+        "finished_at": datetime.datetime.now(datetime.UTC).isoformat(),
+    }
+    replace_text_atomically(path, json.dumps(record, sort_keys=True, indent=2) + "\n")
+
+
+def clear_result(path: str) -> None:
+    """Remove an earlier life's result.json: until this life writes its own, the outcome is unknown (a
+    SIGKILL writes nothing), and a stale 'interrupted' or 'finished' must not be read as this life's."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+        checkpoint_format.fsync_dir(os.path.dirname(path))
 
 
 def truncate_metrics(path: str, last_step: int) -> int:

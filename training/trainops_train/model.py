@@ -23,16 +23,3 @@ def build_model(config: ModelConfig, seed: int) -> nn.Module:
             bound = 1.0 / max(1, parameter.shape[-1]) ** 0.5
             parameter.copy_(torch.rand(parameter.shape, generator=generator) * 2 * bound - bound)
     return model
-
-
-def weights_sha256(model: nn.Module) -> str:
-    """sha256 over every tensor of the state dict (name, dtype, shape, raw bytes), in name order."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    state = model.state_dict()
-    for name in sorted(state):
-        tensor = state[name].detach().to("cpu").contiguous()
-        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
-        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
-    return digest.hexdigest()

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
-import json
 import math
 import os
 import pkgutil
@@ -20,12 +18,13 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from . import checkpoint_format, journal, resume, rng
 from . import config as config_lib
-from .checkpoint_writer import EventSink, drop_events, replace_text_atomically
+from . import journal, resume, rng
+from .checkpoint_writer import EventSink, drop_events
 from .checkpointer import Checkpointer, RunIdentity, TrainState
 from .data import DataPosition, ShardedSampler, make_dataset
-from .model import build_model, weights_sha256
+from .hooks import weights_sha256
+from .model import build_model
 from .run_layout import (
     EXIT_FAILED,
     EXIT_FINISHED,
@@ -108,25 +107,15 @@ def _pick_device(setting: str, local_rank: int) -> torch.device:
 
 
 def _write_result(layout: RunLayout, result: RunResult, signal_name: str | None, reason: str | None = None) -> None:
-    record = {
-        "status": status_for_exit(result.exit_code),
-        "exit_code": result.exit_code,
-        "step": result.step,
-        "weights_sha256": result.weights_sha256,
-        "checkpoint": result.checkpoint,
-        "signal": signal_name,
-        "reason": reason,
-        "finished_at": datetime.datetime.now(datetime.UTC).isoformat(),
-    }
-    replace_text_atomically(layout.result, json.dumps(record, sort_keys=True, indent=2) + "\n")
-
-
-def _clear_result(layout: RunLayout) -> None:
-    """Remove an earlier life's result.json: until this life writes its own, the outcome is unknown (a
-    SIGKILL writes nothing), and a stale 'interrupted' or 'finished' must not be read as this life's."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(layout.result)
-        checkpoint_format.fsync_dir(os.path.dirname(layout.result))
+    journal.write_result(
+        layout.result,
+        result.exit_code,
+        result.step,
+        result.weights_sha256,
+        checkpoint=result.checkpoint,
+        signal=signal_name,
+        reason=reason,
+    )
 
 
 def _fresh_state(config: config_lib.TrainConfig, model: nn.Module) -> TrainState:
@@ -146,16 +135,7 @@ def _move_to(state: TrainState, device: torch.device) -> None:
 
 
 def _metrics_record(record: StepRecord) -> dict[str, Any]:
-    """The metrics journal's line for one step: loss and lr as repr and float.hex, both exact."""
-    return {
-        "step": record.step,
-        "loss": repr(record.loss),
-        "loss_hex": float.hex(record.loss),
-        "lr": repr(record.lr),
-        "lr_hex": float.hex(record.lr),
-        "wall_time": record.wall_time,
-        "elapsed_s": record.elapsed_s,
-    }
+    return journal.step_record(record.step, record.loss, record.lr, record.wall_time, record.elapsed_s)
 
 
 class Trainer:
@@ -252,7 +232,7 @@ class Trainer:
         root = self.layout.ckpt
         try:
             self._lock_fd = resume.lock_root(root)
-            _clear_result(self.layout)
+            journal.clear_result(self.layout.result)
             resume.tidy_root(root, emit)
             loaded = resume.load_newest_valid(root, torch.device("cpu"), emit)
             if loaded is not None:

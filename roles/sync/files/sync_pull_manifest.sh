@@ -6,10 +6,11 @@
 #
 # Writes, in RUN_DIR, pull.sha256 (sha256sum of every regular file under the PATHs, coreutils format,
 # sorted by bytes) and pull.files (pull.sha256, those files, then every regular file of each ckpt/NAME, for
-# `rsync --files-from`). Each is replaced only when its content changed, so an unchanged run directory is
+# `rsync --files-from`; a sealed checkpoint file comes with its seal beside it, NAME.SHA256SUMS and
+# NAME.trainops-seal.json, where they are). Each is replaced only when its content changed, so an unchanged run directory is
 # left as it was. Prints one JSON line: {"state": "new"|"same", "files": N, "bytes": N (the hashed files),
 # "ckpt_files": N, "ckpt_bytes": N (the checkpoints' files), "missing": [PATHs not on the pod]}.
-# Exits 4 when a named checkpoint directory is missing.
+# Exits 4 when a named checkpoint is missing (or a symbolic link).
 set -eu
 export LC_ALL=C
 
@@ -42,11 +43,19 @@ sort -u -o "$tmp/list" "$tmp/list"
 
 : > "$tmp/ckpt"
 for name in $ckpts; do
-    if [ ! -d "ckpt/$name" ] || [ -L "ckpt/$name" ]; then
-        echo "no checkpoint directory ckpt/$name in $run" >&2
+    if [ -L "ckpt/$name" ] || { [ ! -d "ckpt/$name" ] && [ ! -f "ckpt/$name" ]; }; then
+        echo "no checkpoint directory or file ckpt/$name in $run" >&2
         exit 4
     fi
-    find "ckpt/$name" -type f -print | sort >> "$tmp/ckpt"
+    if [ -f "ckpt/$name" ]; then
+        for file in "ckpt/$name" "ckpt/$name.SHA256SUMS" "ckpt/$name.trainops-seal.json"; do
+            if [ -f "$file" ] && [ ! -L "$file" ]; then
+                echo "$file"
+            fi
+        done >> "$tmp/ckpt"
+    else
+        find "ckpt/$name" -type f -print | sort >> "$tmp/ckpt"
+    fi
 done
 
 tr '\n' '\0' < "$tmp/list" | xargs -0 -r sha256sum -- > "$tmp/sha256"

@@ -50,6 +50,17 @@ def test_caches_point_under_the_durable_root(pod):
         assert pod.file(f"/workspace/cache/{name}").is_directory
 
 
+def test_the_training_hooks_import_from_a_job_with_no_install_of_its_own(pod):
+    """The environment file appends the unpacked training package to PYTHONPATH, after the job's own."""
+    where = sourced(pod, "python3 -c 'from trainops_train import hooks, sealing; print(hooks.__file__)'")
+    assert where.startswith("/workspace/cache/trainops/lib/") and where.endswith("/trainops_train/hooks.py")
+    key_dir = where.rsplit("/trainops_train/", 1)[0]
+    assert pod.file(f"{key_dir}/COMPLETE").is_file
+    paths = sourced(pod, f'PYTHONPATH=/run/own; . {ENV_FILE}; . {ENV_FILE}; printf %s "$PYTHONPATH"')
+    assert paths == f"/run/own:{key_dir}"  # sourced twice: the entry is there once, after the job's own
+    assert "torch" not in sourced(pod, "python3 -c 'import sys, trainops_train.hooks; print(sorted(sys.modules))'")
+
+
 def test_pod_variables_from_pid1_are_exported_shell_quoted(pod):
     for name, value in PODS[pod.name].items():
         assert sourced(pod, f'printf %s "${name}"') == value

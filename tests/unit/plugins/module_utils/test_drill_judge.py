@@ -114,3 +114,41 @@ def test_loss_series_is_data_for_the_plot_in_step_order():
     built.records[2]["loss_hex"] = "garbage"
     built.records[2]["loss"] = "1.5"
     assert dj.loss_series(built) == [(1, 2.0), (2, 1.5), (3, 0.5)]
+
+
+def test_a_dead_lifes_lines_past_the_resume_point_are_dropped_and_the_new_lifes_judged():
+    """A trainer that appends across lives keeps the killed life's steps 4-5; the new life's are judged."""
+    built = dj.Journal("/mem/metrics.jsonl")
+    lines = [{"step": s, "loss_hex": float(s).hex(), "wall_time": T0 + s} for s in range(1, 6)]
+    lines += [{"step": s, "loss_hex": float(s * 10).hex(), "wall_time": T0 + 20 + s} for s in (4, 5)]
+    dj._add_lines(built, lines)
+    assert built.duplicates == [4, 5] and built.records[4]["loss_hex"] == float(4).hex()
+    kept, dead = dj.drop_dead_lines(built, {"event": "resume", "step": 3, "time": T0 + 20})
+    assert dead == [4, 5] and kept.duplicates == [] and kept.steps == [1, 2, 3, 4, 5]
+    assert kept.records[4]["loss_hex"] == float(40).hex() and built.duplicates == [4, 5]  # the input is kept
+    assert dj.drop_dead_lines(built, {"step": 3})[1] == []  # no time: nothing can be told apart
+    assert dj.drop_dead_lines(kept, {"step": 3, "time": T0 + 20})[0] is kept
+
+
+def test_an_unsealed_checkpoint_is_named_with_how_to_seal_it():
+    verify = {
+        "checkpoints": [
+            {
+                "path": "/runs/x/ckpt/step-20.pt",
+                "step": None,
+                "valid": False,
+                "errors": ["step-20.pt.SHA256SUMS missing: not sealed"],
+            }
+        ]
+    }
+    verified, detail = dj.checkpoint_verdict(verify, 20, None, "step-20.pt")
+    assert verified is False
+    assert detail.startswith("checkpoint used is not sealed: step-20.pt: step-20.pt.SHA256SUMS missing: not sealed; ")
+    assert "trainops_train.hooks" in detail and "docs/trainer_contract.md" in detail
+    assert dj.verify_entry(verify, 20, "step-20.pt") is verify["checkpoints"][0]
+    assert dj.verify_entry(verify, 20, "step-40.pt") is None
+    sealed = {"checkpoints": [{"path": "/c/checkpoint-20", "step": 20, "valid": True, "manifest_sha256": "a" * 64}]}
+    assert dj.checkpoint_verdict(sealed, 20, None, "checkpoint-20") == (
+        True,
+        "checkpoint-20 verified (every file's sha256 checked)",
+    )

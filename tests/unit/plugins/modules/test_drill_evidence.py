@@ -216,9 +216,25 @@ def test_torn_line_in_the_reference_is_dropped_too(tmp_path):
 def test_duplicate_steps_in_the_resumed_journal_fail(tmp_path, reference):
     entry = resumed_run(tmp_path)
     with open(entry["metrics"], "a") as handle:
-        handle.write(json.dumps(record(150, T0)) + "\n")
+        handle.write(json.dumps(record(150, INTERRUPTED_AT + 1_000)) + "\n")  # a second line of the new life
     mode = only(judge(reference, entry))
     assert mode["status"] == de.FAIL and "step 150 recorded more than once" in mode["reason"]
+
+
+def test_a_dead_lifes_lines_kept_past_the_resume_point_are_named_and_not_judged(tmp_path, reference):
+    """A trainer that appends across lives: the killed life's steps 101-130 stay in the journal before the new
+    life's. The new life's lines are judged (and time RTO); the note names the dead life's."""
+    entry = resumed_run(tmp_path)
+    lines = de.read_json_lines(entry["metrics"])[0]
+    dead = [record(step, INTERRUPTED_AT - 1 + step / 1000, loss_value=7.0) for step in range(101, 131)]
+    write_lines(
+        tmp_path / "kill" / "metrics.jsonl",
+        [r for r in lines if r["step"] <= 100] + dead + [r for r in lines if r["step"] > 100],
+    )
+    mode = only(judge(reference, entry))
+    assert mode["status"] == de.PASS, mode["reason"]
+    assert mode["first_new_step"]["wall_time"] > INTERRUPTED_AT and mode["rto_s"] > RESTART_S
+    assert any("past the step resumed from (steps 101-130)" in note for note in mode["notes"]), mode["notes"]
 
 
 def test_resumed_from_is_the_resume_event_after_the_interruption(tmp_path, reference):
