@@ -109,7 +109,7 @@ def render_markdown(report):
                     _cell(m["rto_s"], 2),
                     _cell(m["rpo_steps"]),
                     _cell(m["resumed_from_step"]),
-                    _cell(m["checkpoint"]["verified"]),
+                    "unsealed" if m["checkpoint"].get("sealed") is False else _cell(m["checkpoint"]["verified"]),
                     journal_cell,
                     "-" if weights is None else ("identical" if weights else "differ"),
                     _cell(m["reason"]),

@@ -35,7 +35,8 @@ def mode_rows(modes):
         checkpoint = mode.get("checkpoint") or {}
         resumed = _step(mode.get("resumed_from_step"))
         if checkpoint.get("name") and resumed != "-":
-            resumed += " (%s, %s)" % (checkpoint["name"], "verified" if checkpoint.get("verified") else "NOT verified")
+            how = "verified" if checkpoint.get("verified") else "NOT verified"
+            resumed += " (%s, %s)" % (checkpoint["name"], "unsealed" if checkpoint.get("sealed") is False else how)
         rows.append(
             (
                 str(mode.get("mode", "?")),

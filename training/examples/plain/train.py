@@ -9,9 +9,12 @@ including what an exact resume needs: the RNG state in the checkpoint and the da
     python train.py                          a run in ./trainops-run (TRAINOPS_RUN_DIR elsewhere)
     TRAINOPS_CONFIG=cfg.json python train.py  settings from a JSON file (the drill writes one)
 
-PLAIN_WRONG_RESUME=rng|optimizer|data makes the resume wrong on purpose (the RNG reseeded instead of
-restored, the optimizer state not restored, the epoch restarted from its first batch): the drill must
-catch each, naming the first step that differs.
+Two switches show what the drill catches (tests/e2e/test_own_trainer_drill.py uses them):
+- PLAIN_WRONG_RESUME=rng|optimizer|data makes the resume wrong on purpose (the RNG reseeded instead of
+  restored, the optimizer state not restored, the epoch restarted from its first batch); the drill fails
+  naming the first step that differs. `kill=rng,sigterm=data` picks one per drill mode (TRAINOPS_DRILL_MODE).
+- PLAIN_SEAL=0 is this loop before it adopted sealing: torch.save alone, and its own resume (the file with
+  the highest step number). The drill judges its journal and weights and names the unsealed checkpoint.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import sys
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-
 from trainops_train import hooks  # trainops
 
 DEFAULTS = {
@@ -42,9 +44,19 @@ DEFAULTS = {
     "checkpoint_every": 20,
     "threads": 1,
 }
-WRONG = os.environ.get("PLAIN_WRONG_RESUME", "")
-if WRONG not in ("", "rng", "optimizer", "data"):
-    raise SystemExit(f"PLAIN_WRONG_RESUME={WRONG!r}: expected rng, optimizer or data")
+
+
+def _wrong_resume(setting, mode):
+    """The wrong resume asked for: one for every life, or one per drill mode (`kill=rng,sigterm=data`)."""
+    if "=" in setting:
+        setting = dict(item.split("=", 1) for item in setting.split(",") if item).get(mode, "")
+    if setting not in ("", "rng", "optimizer", "data"):
+        raise SystemExit(f"PLAIN_WRONG_RESUME: {setting!r} is not rng, optimizer or data")
+    return setting
+
+
+WRONG = _wrong_resume(os.environ.get("PLAIN_WRONG_RESUME", ""), os.environ.get("TRAINOPS_DRILL_MODE", ""))
+SEAL = os.environ.get("PLAIN_SEAL", "1") != "0"
 
 
 def build(config):
@@ -77,6 +89,14 @@ def epoch_batches(dataset, config, epoch, skip):
     return itertools.islice(iter(loader), skip, None)
 
 
+def newest_by_step(ckpt_dir):
+    """What a loop without sealing resumes from: the step-N.pt with the highest N, complete or not."""
+    steps = [int(n[5:-3]) for n in os.listdir(ckpt_dir) if n.startswith("step-") and n.endswith(".pt")]
+    if not steps:
+        return None, 0
+    return os.path.join(ckpt_dir, f"step-{max(steps)}.pt"), max(steps)
+
+
 def main():
     config = hooks.load_config(DEFAULTS)  # trainops: TRAINOPS_CONFIG names a JSON file
     config = {**DEFAULTS, **{key: value for key, value in config.items() if key in DEFAULTS}}
@@ -87,9 +107,15 @@ def main():
     steps_per_epoch = len(dataset) // config["batch_size"]
     step, epoch, batch_in_epoch = 0, 0, 0
 
-    found = run.resume()  # trainops: the newest checkpoint that verifies
-    if found:
-        state = torch.load(found.path, weights_only=True)
+    if SEAL:
+        found = run.resume()  # trainops: the newest checkpoint that verifies
+        resume_from = found.path if found else None
+    else:
+        resume_from, resumed_step = newest_by_step(run.ckpt_dir)
+        if resume_from:
+            run.resumed(resumed_step, resume_from)
+    if resume_from:
+        state = torch.load(resume_from, weights_only=True)
         model.load_state_dict(state["model"])
         if WRONG != "optimizer":
             optimizer.load_state_dict(state["optimizer"])
@@ -127,7 +153,10 @@ def main():
                     "rng": torch.get_rng_state(),
                 }
                 path = os.path.join(run.ckpt_dir, f"step-{step}.pt")
-                with run.checkpoint(path, step):  # trainops: sealed once torch.save returns
+                if SEAL:
+                    with run.checkpoint(path, step):  # trainops: sealed once torch.save returns
+                        torch.save(state, path)
+                else:
                     torch.save(state, path)
             if run.stop_requested:  # trainops
                 return run.interrupted(step)  # trainops: 75, run again to resume
