@@ -967,10 +967,9 @@ def _verify_sealed_into(report, hash_files, deadline):
         for name in payload:
             if name not in expected:
                 report.errors.append("unlisted file %r" % name)
-        file_fd = base_fd
         for name in sorted(expected):
             _check_deadline(deadline, "before %s" % name)
-            _verify_sealed_file(file_fd, name, sums, manifest, hash_files, deadline, report)
+            _verify_sealed_file(base_fd, name, sums, manifest, hash_files, deadline, report)
     finally:
         os.close(base_fd)
 
