@@ -90,6 +90,16 @@ options:
       - Fail when no valid checkpoint is found (for a single checkpoint, when it is not valid).
     type: bool
     default: false
+  kind:
+    description:
+      - How to read O(path). V(auto) takes a directory as one checkpoint when it looks like one (a C(step-N)
+        name, or C(SHA256SUMS), C(manifest.json) or C(trainops-seal.json) inside) and as a root otherwise.
+      - V(checkpoint) takes O(path) as one checkpoint whatever it holds, so that a framework's directory that
+        was never sealed is reported as one unsealed checkpoint rather than as an empty root (the sync role's
+        pull and the resume drill name the checkpoint they pulled). V(root) takes it as a root.
+    type: str
+    choices: [auto, checkpoint, root]
+    default: auto
 notes:
   - Reads every file of every checkpoint under a root in full, streaming through a fixed buffer, within
     O(verify_timeout).
@@ -322,7 +332,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._checkpoint_format im
     aside_target,
     is_checkpoint_dir,
     is_sealed_checkpoint,
-    move_aside,
+    move_checkpoint_aside,
     parse_step_dirname,
     verify_checkpoint,
     verify_root,
@@ -433,6 +443,7 @@ ARGUMENT_SPEC = dict(
     python=dict(type="path"),
     quarantine=dict(type="bool", default=False),
     require_valid=dict(type="bool", default=False),
+    kind=dict(type="str", default="auto", choices=["auto", "checkpoint", "root"]),
 )
 
 
@@ -442,7 +453,8 @@ def resolve_path(module):
     for option in ("load_timeout", "verify_timeout"):
         if module.params[option] < 1:
             module.fail_json(msg="%s must be at least 1 second, got %d" % (option, module.params[option]))
-    if os.path.isfile(path) and not os.path.islink(path) and is_sealed_checkpoint(path):
+    kind = module.params["kind"]
+    if kind != "root" and os.path.isfile(path) and not os.path.islink(path) and is_sealed_checkpoint(path):
         return path  # a sealed checkpoint file
     if not os.path.isdir(path):
         module.fail_json(msg="path %s is neither a directory nor a checkpoint file" % path)
@@ -455,7 +467,7 @@ def resolve_path(module):
     except OSError as exc:
         module.fail_json(msg="cannot list %s: %s" % (path, to_native(exc)))
     holds_checkpoints = any(parse_step_dirname(name) is not None for name in names)
-    if not is_checkpoint_dir(path) and os.path.isdir(run_ckpt) and not holds_checkpoints:
+    if kind == "auto" and not is_checkpoint_dir(path) and os.path.isdir(run_ckpt) and not holds_checkpoints:
         return run_ckpt  # a run directory stands for its ckpt/
     return path
 
@@ -464,7 +476,8 @@ def verify(module, path):
     """(kind, RootReport): one checkpoint, or every checkpoint under a root with the manifest chain,
     within verify_timeout seconds."""
     deadline = time.monotonic() + module.params["verify_timeout"]
-    if is_checkpoint_dir(path) or os.path.isfile(path):
+    kind = module.params["kind"]
+    if kind == "checkpoint" or (kind == "auto" and (is_checkpoint_dir(path) or os.path.isfile(path))):
         root_report = RootReport(os.path.dirname(path))
         checkpoint = verify_checkpoint(path, deadline=deadline)
         root_report.checkpoints.append(checkpoint)
@@ -509,13 +522,13 @@ def quarantine(module, root_report):
         )
     quarantined = []
     for report in root_report.corrupt:
-        if not os.path.isdir(report.path):
+        if not os.path.lexists(report.path) and report.layout != "file":
             continue
         if module.check_mode:
             quarantined.append({"path": report.path, "moved_to": aside_target(report.path, ASIDE_CORRUPT)})
             continue
         try:
-            moved = move_aside(report.path, ASIDE_CORRUPT)
+            moved = move_checkpoint_aside(report.path, ASIDE_CORRUPT, report.layout)
         except OSError as exc:
             module.fail_json(msg="cannot move %s aside: %s" % (report.path, to_native(exc)), quarantined=quarantined)
         quarantined.append({"path": report.path, "moved_to": moved})

@@ -13,8 +13,10 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from trainer_harness import ROOT, events, journal, process_log, result, run_trainer, write_config
 from trainops_train import checkpoint_format, resume
+from trainops_train.sealing import seal
 
 CONFIG = {"steps": 120, "checkpoint": {"every_steps": 20, "keep_last": 3}}
 NEWEST = checkpoint_format.step_dirname(120)
@@ -391,3 +393,73 @@ def test_trainer_falls_back_past_damage(tmp_path, pristine, case):
     assert result(run_dir)["weights_sha256"] == result(pristine)["weights_sha256"]
     report = checkpoint_format.verify_root(str(run_dir / "ckpt"))
     assert report.newest_valid is not None and report.newest_valid.step == 120 and not report.corrupt
+
+
+SEALED_PLAYBOOK = """
+- name: checkpoint_verify over sealed and unsealed checkpoints
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: A framework's directory never sealed, named as the one checkpoint pulled
+      trainops.gpu.checkpoint_verify: {path: "{{ unsealed_dir }}", kind: checkpoint}
+      register: unsealed_one
+    - name: A sealed torch.save file, loaded
+      trainops.gpu.checkpoint_verify: {path: "{{ sealed_file }}", load: true}
+      register: sealed_file_one
+    - name: The root, with its corrupt sealed file quarantined
+      trainops.gpu.checkpoint_verify: {path: "{{ root }}", quarantine: true}
+      register: root_report
+    - name: Write what each returned
+      ansible.builtin.copy:
+        content: "{{ {'unsealed': unsealed_one, 'file': sealed_file_one, 'root': root_report} | to_json }}"
+        dest: "{{ out }}"
+        mode: "0644"
+"""
+
+
+def test_checkpoint_verify_knows_sealed_checkpoints_and_names_unsealed_ones(tmp_path):
+    root = tmp_path / "ckpt"
+    root.mkdir()
+    torch.save({"w": torch.arange(4.0)}, root / "step-10.pt")
+    seal(root / "step-10.pt")
+    torch.save({"w": torch.arange(5.0)}, root / "step-20.pt")
+    seal(root / "step-20.pt")
+    data = bytearray((root / "step-20.pt").read_bytes())
+    data[len(data) // 2] ^= 0x01  # a flipped bit
+    (root / "step-20.pt").write_bytes(bytes(data))
+    unsealed = root / "checkpoint-30"
+    unsealed.mkdir()
+    (unsealed / "model.safetensors").write_bytes(b"weights")
+    extra = {
+        "unsealed_dir": str(unsealed),
+        "sealed_file": str(root / "step-10.pt"),
+        "root": str(root),
+        "out": str(tmp_path / "out.json"),
+        "ansible_python_interpreter": sys.executable,
+    }
+    (tmp_path / "vars.json").write_text(json.dumps(extra))
+    (tmp_path / "sealed.yml").write_text(SEALED_PLAYBOOK)
+    playbook_bin = str(pathlib.Path(sys.executable).with_name("ansible-playbook"))
+    completed = subprocess.run(
+        [playbook_bin, "-i", "localhost,", "-c", "local", str(tmp_path / "sealed.yml"), "-e", f"@{tmp_path}/vars.json"],
+        env=_ansible_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout[-6000:] + completed.stderr[-3000:]
+    out = json.loads((tmp_path / "out.json").read_text())
+    [one] = out["unsealed"]["checkpoints"]
+    assert out["unsealed"]["kind"] == "checkpoint" and not one["valid"], one
+    assert one["errors"] == ["SHA256SUMS missing: not sealed"], one
+    sealed = out["file"]
+    assert sealed["valid"] and sealed["checkpoints"][0]["layout"] == "file", sealed
+    assert sealed["loaded"]["ok"] and sealed["loaded"]["files"] == 1, sealed["loaded"]
+    report = out["root"]
+    assert report["newest_valid_step"] == 10 and [c["step"] for c in report["corrupt"]] == [20], report
+    assert report["unsealed"] == [{"path": str(unsealed), "step": 30, "why": "no SHA256SUMS"}], report
+    assert report["quarantined"][0]["path"] == str(root / "step-20.pt"), report["quarantined"]
+    left = sorted(os.listdir(root))
+    assert not [name for name in left if name.startswith("step-20.pt") and ".corrupt-" not in name], left
+    assert len([name for name in left if name.startswith("step-20.pt") and ".corrupt-" in name]) == 3, left

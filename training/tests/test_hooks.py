@@ -128,3 +128,13 @@ def test_a_signal_stops_at_the_step_boundary_with_a_sealed_checkpoint_and_exit_7
     steps = [line["step"] for line in _lines(tmp_path / "logs" / "metrics.jsonl")]
     assert 1 < steps[-1] < 2000 and steps == list(range(1, steps[-1] + 1)) and result["step"] == steps[-1]
     assert checkpoint_format.verify_checkpoint(str(tmp_path / "ckpt" / f"state-{steps[-1]}.txt")).valid
+
+
+def test_weights_sha256_takes_zero_dim_tensors_and_matches_for_equal_weights():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3))  # num_batches_tracked: 0-dim
+    twin = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3))
+    twin.load_state_dict(model.state_dict())
+    assert hooks.weights_sha256(model) == hooks.weights_sha256(twin.state_dict())
+    with torch.no_grad():
+        twin[0].bias[0] += 1e-7
+    assert hooks.weights_sha256(model) != hooks.weights_sha256(twin)

@@ -197,18 +197,40 @@ def test_unsealed_entries_older_than_the_choice_stay_and_are_named(tmp_path):
     root = tmp_path / "ckpt"
     seal(_framework_dir(root, "checkpoint-30"))
     _framework_dir(root, "checkpoint-20")  # older, never sealed: left in place
-    (root / "notes.txt").write_text("no step in this name")
+    (root / "model-10.pt").write_bytes(b"older, never sealed")
     (root / "last.ckpt").symlink_to(root / "checkpoint-30")  # a framework's "last" link: never followed
+    # files that are no checkpoint, whatever numbers their names hold, are none of newest_sealed's business
+    (root / "zero_to_fp32.py").write_text("# a helper script")
+    (root / "events.out.tfevents.1700000000.host").write_bytes(b"tensorboard")
     seen, sink = _events()
     assert newest_sealed(root, on_event=sink).step == 30
     assert (root / "checkpoint-20").is_dir() and (root / "last.ckpt").is_symlink()
+    assert (root / "zero_to_fp32.py").is_file() and (root / "events.out.tfevents.1700000000.host").is_file()
     assert sorted((fields["path"].rsplit("/", 1)[1], fields["reason"]) for _name, fields in seen) == [
         ("checkpoint-20", "not sealed: no SHA256SUMS"),
         ("last.ckpt", "not sealed: a symbolic link"),
-        ("notes.txt", "not sealed: no notes.txt.SHA256SUMS"),
+        ("model-10.pt", "not sealed: no model-10.pt.SHA256SUMS"),
     ]
     report = fmt.verify_root(str(root)).to_dict()
     assert report["newest_valid_step"] == 30 and len(report["unsealed"]) == 3
+    # with nothing valid, a newer unsealed checkpoint file goes aside; the helper script with a 32 stays
+    (root / "model-99.pt").write_bytes(b"never sealed")
+    newest_sealed(root)
+    assert not (root / "model-99.pt").exists() and (root / "zero_to_fp32.py").is_file()
+
+
+def test_a_sealed_file_named_like_a_step_directory_is_listed_once(tmp_path):
+    root = tmp_path / "ckpt"
+    root.mkdir()
+    for name in (fmt.step_dirname(120), "step-3"):
+        (root / name).write_bytes(os.urandom(100))
+        seal(root / name, step=120 if name.endswith("120") else 3)
+    report = fmt.verify_root(str(root)).to_dict()
+    assert [(c["path"].rsplit("/", 1)[1], c["valid"]) for c in report["checkpoints"]] == [
+        (fmt.step_dirname(120), True),
+        ("step-3", True),
+    ], report["checkpoints"]
+    assert newest_sealed(root).layout == "file"
 
 
 def test_move_aside_false_only_names_what_it_passes_over(tmp_path):

@@ -66,6 +66,9 @@ SEAL_KIND_DIRECTORY = "directory"
 SEAL_KIND_FILE = "file"
 # seal() writes its two files under a name holding this mark, then renames them: a name with it is never valid.
 SEAL_TEMP_MARK = ".trainops-seal-tmp-"
+# A file in a checkpoint root that carries no seal is listed as an unsealed checkpoint only with one of these
+# suffixes (what torch.save, Lightning and safetensors write); other files are none of the root's business.
+CHECKPOINT_FILE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".safetensors", ".pkl")
 
 # Reads stream through one buffer of this size: verification never holds a file in memory.
 READ_BUFFER_BYTES = 4 << 20
@@ -1176,7 +1179,8 @@ def _scan_other(root, name, sealed, report):
     elif name.startswith(".") or SEAL_TEMP_MARK in name:
         return
     elif os.path.islink(full):
-        report.unsealed.append({"path": full, "step": step_from_name(name), "why": "a symbolic link"})
+        if os.path.isdir(full) or name.endswith(CHECKPOINT_FILE_SUFFIXES):
+            report.unsealed.append({"path": full, "step": step_from_name(name), "why": "a symbolic link"})
     elif os.path.isdir(full):
         if os.path.lexists(os.path.join(full, SUMS_NAME)) or os.path.lexists(os.path.join(full, SEAL_NAME)):
             sealed.add(full)
@@ -1184,7 +1188,9 @@ def _scan_other(root, name, sealed, report):
             report.unsealed.append({"path": full, "step": step_from_name(name), "why": "no %s" % SUMS_NAME})
     elif os.path.isfile(full) and full not in sealed:
         paths = SealPaths(full, SEAL_KIND_FILE)
-        if not (os.path.lexists(paths.sums) or os.path.lexists(paths.seal)):
+        if os.path.lexists(paths.sums) or os.path.lexists(paths.seal):
+            sealed.add(full)
+        elif name.endswith(CHECKPOINT_FILE_SUFFIXES):
             report.unsealed.append({"path": full, "step": step_from_name(name), "why": "no %s" % paths.sums_name})
 
 
@@ -1197,10 +1203,12 @@ def _scan_root(root, report):
     sealed = set()  # type: set[str]
     for name in sorted(os.listdir(root)):
         full = os.path.join(root, name)
-        step = parse_step_dirname(name)
+        # a regular file named like a step directory is a sealed file's business, not the native format's
+        not_file = os.path.islink(full) or not os.path.isfile(full)
+        step = parse_step_dirname(name) if not_file else None
         if step is not None:
             steps[step] = full
-        elif _STEP_LIKE_RE.match(name):
+        elif not_file and _STEP_LIKE_RE.match(name):
             # step-3/ sealed (a user's own name) is a sealed checkpoint; unsealed, a misspelled native one
             if not os.path.lexists(os.path.join(full, MANIFEST_NAME)) and any(
                 os.path.lexists(os.path.join(full, own)) for own in (SEAL_NAME, SUMS_NAME)
@@ -1222,8 +1230,8 @@ def _scan_root(root, report):
     return steps, odd, sorted(sealed)
 
 
-def verify_root(root, stop_at_first_valid=False, hash_files=True, deadline=None):
-    # type: (str, bool, bool, float | None) -> RootReport
+def verify_root(root, stop_at_first_valid=False, hash_files=True, deadline=None, include_sealed=True):
+    # type: (str, bool, bool, float | None, bool) -> RootReport
     """Verify every committed checkpoint under root, newest first, and check the manifest chain.
 
     A checkpoint whose predecessor is present, and vouched for by the predecessor's own SHA256SUMS, must
@@ -1235,12 +1243,15 @@ def verify_root(root, stop_at_first_valid=False, hash_files=True, deadline=None)
 
     Sealed checkpoints of other names (a framework's checkpoint-120/, a torch.save file with its seal
     beside it) take their place among the native ones by the step their seal claims (then by name);
-    entries that could be checkpoints but carry no seal are listed in `unsealed`, never verified.
+    entries that could be checkpoints but carry no seal are listed in `unsealed`, never verified. With
+    include_sealed=False only the native format's checkpoints are verified (the reference trainer's resume).
     """
     report = RootReport(root)
     if not os.path.isdir(root):
         raise CheckpointFormatError("checkpoint root %s is not a directory" % root)
     steps, odd, sealed = _scan_root(root, report)
+    if not include_sealed:
+        sealed, report.unsealed = [], []
     ordered = [(step, os.path.basename(path), path) for step, path in steps.items()]
     for path in sealed:
         step = peek_sealed_step(path)
@@ -1325,3 +1336,18 @@ def move_aside(path, kind, now=None):
     os.rename(path, target)
     fsync_dir(os.path.dirname(os.path.normpath(path)))
     return target
+
+
+def move_checkpoint_aside(path, kind, layout, now=None):
+    # type: (str, str, str, datetime.datetime | None) -> str
+    """move_aside for any checkpoint: a sealed file goes with its seal beside it (all three under the same
+    stamp), so that no seal is left behind without its file. Returns where the checkpoint went (its path
+    when only the seal was left of it)."""
+    when = now or datetime.datetime.now(datetime.timezone.utc)
+    moved = move_aside(path, kind, when) if os.path.lexists(path) else path
+    if layout == SEAL_KIND_FILE:
+        paths = SealPaths(path, SEAL_KIND_FILE)
+        for sidecar in (paths.sums, paths.seal):
+            if os.path.lexists(sidecar):
+                move_aside(sidecar, kind, when)
+    return moved

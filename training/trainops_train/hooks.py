@@ -21,7 +21,7 @@ Add about ten lines to a loop you already have (docs/trainer_contract.md shows t
 Where things go comes from the environment the train role and the drill set: TRAINOPS_RUN_DIR (the run
 directory: logs/ and ckpt/), TRAINOPS_CONFIG (the path of a JSON config file), TRAINOPS_DRILL_STEP_DELAY_S
 (the drill's pacing). Only the standard library is imported here; torch only inside weights_sha256, when
-it is given a model or tensors.
+it is given a model or tensors. Python 3.8 or later (a pod's python3, whatever the image ships).
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ def weights_sha256(weights: Any) -> str:
             continue
         tensor = tensor.detach().to("cpu").contiguous()
         digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
-        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+        # reshape(-1): a 0-dim tensor (BatchNorm's num_batches_tracked) cannot be viewed as bytes itself
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
     return digest.hexdigest()
 
 
@@ -196,7 +197,8 @@ class Run:
     def seal(self, path: str | os.PathLike[str], step: int | None = None, **manifest: Any) -> SealedCheckpoint:
         """Seal a checkpoint your code has finished writing (sealing.seal); rank 0 only, after your own
         barrier when several ranks write parts of it. Returns it as the verifier reads it back."""
-        sealed = seal(path, step, world_size=self.world_size, run_id=os.environ.get("TRAINOPS_RUN_ID"), **manifest)
+        fields = {"world_size": self.world_size, "run_id": os.environ.get("TRAINOPS_RUN_ID"), **manifest}
+        sealed = seal(path, step, **fields)
         self.last_checkpoint = sealed.path
         return sealed
 

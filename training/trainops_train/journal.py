@@ -1,4 +1,8 @@
-"""Append-only JSON-lines logs: the metrics journal (one line per step) and the event log."""
+"""Append-only JSON-lines logs: the metrics journal (one line per step) and the event log.
+
+The hooks use it in a user's trainer on the pod, whose Python may be as old as 3.8: datetime.timezone.utc
+stays (ruff's UP017)."""
+# ruff: noqa: UP017
 
 from __future__ import annotations
 
@@ -73,7 +77,7 @@ def write_result(path: str, exit_code: int, step: int | None, weights_sha256: st
         "step": step,
         "weights_sha256": weights_sha256,
         **fields,
-        "finished_at": datetime.datetime.now(datetime.UTC).isoformat(),
+        "finished_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
     }
     replace_text_atomically(path, json.dumps(record, sort_keys=True, indent=2) + "\n")
 

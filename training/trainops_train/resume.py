@@ -92,7 +92,7 @@ def load_chosen(path: str, device: torch.device) -> LoadedCheckpoint:
 def load_newest_valid(root: str, device: torch.device, events: EventSink) -> LoadedCheckpoint | None:
     """Verify newest first; move every corrupt or unloadable checkpoint newer than the chosen one aside."""
     while True:
-        report = checkpoint_format.verify_root(root, stop_at_first_valid=True)
+        report = checkpoint_format.verify_root(root, stop_at_first_valid=True, include_sealed=False)
         for corrupt in report.corrupt:
             aside = checkpoint_format.move_aside(corrupt.path, checkpoint_format.ASIDE_CORRUPT)
             events("aside", path=aside, step=corrupt.step, reason="; ".join(corrupt.errors))

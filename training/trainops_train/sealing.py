@@ -8,7 +8,11 @@ temporary name, fsynced and renamed, SHA256SUMS last, so a checkpoint is sealed 
 `newest_sealed(root)` gives the newest checkpoint under root that verifies, moving aside (never deleting)
 the newer ones that do not: corrupt, torn or never sealed. The format is checkpoint_format's (reader and
 checkpoint_verify agree with it); standard library only.
+
+Like the hooks, it runs in a user's trainer on the pod, whose Python may be as old as 3.8 (RunPod's images
+ship 3.10): datetime.timezone.utc, typing.Callable and zip() without strict= stay (ruff's UP017, B905).
 """
+# ruff: noqa: UP017, B905
 
 from __future__ import annotations
 
@@ -19,8 +23,7 @@ import hashlib
 import logging
 import os
 import secrets
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Callable
 
 from . import checkpoint_format as fmt
 from .atomic import open_new, write_all
@@ -69,7 +72,7 @@ def _hash_all(base: str, payload: list[str], workers: int | None) -> dict[str, d
     """Every payload file hashed, on up to `workers` threads (hashlib releases the GIL; default: the cores)."""
     count = max(1, min(len(payload), workers or os.cpu_count() or 1))
     with concurrent.futures.ThreadPoolExecutor(max_workers=count, thread_name_prefix="seal-hash") as pool:
-        results = dict(zip(payload, pool.map(lambda name: _hash_and_sync(base, name), payload), strict=True))
+        results = dict(zip(payload, pool.map(lambda name: _hash_and_sync(base, name), payload)))
     return {name: {"size": size, "sha256": digest} for name, (digest, size) in results.items()}
 
 
@@ -141,11 +144,32 @@ def seal(
     workers: int | None = None,
 ) -> SealedCheckpoint:
     """Seal the checkpoint at `path` (a directory, sealed in place, or a file, sealed beside it) once its
-    writer has finished. `step` defaults to the last number in the name. Sealing a checkpoint sealed already
-    returns it when it still verifies (and raises SealError when it does not); a seal that died half-way is
-    redone. Symbolic links, FIFOs and the like inside are refused, naming them: a sealed checkpoint holds
-    regular files (and directories) only. Returns the sealed checkpoint as the verifier reads it back."""
+    writer has finished. `step` defaults to the last number in the name; `world_size` to $WORLD_SIZE (1).
+    Sealing a checkpoint sealed already returns it when it still verifies (and raises SealError when it does
+    not); a seal that died half-way is redone. Symbolic links, FIFOs and the like inside are refused, naming
+    them: a sealed checkpoint holds regular files (and directories) only. Any failure is a SealError naming
+    the path. Returns the checkpoint with the manifest it was sealed with."""
     path = os.path.abspath(os.fspath(path))
+    try:
+        if world_size is None:
+            world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
+        return _seal(path, step, world_size, run_id, config_hash, producer, captured, workers)
+    except SealError:
+        raise
+    except (OSError, ValueError) as exc:  # CheckpointFormatError is a ValueError
+        raise SealError(f"{path} cannot be sealed: {type(exc).__name__}: {exc}") from exc
+
+
+def _seal(
+    path: str,
+    step: int | None,
+    world_size: int,
+    run_id: str | None,
+    config_hash: str | None,
+    producer: dict[str, Any] | None,
+    captured: dict[str, Any] | None,
+    workers: int | None,
+) -> SealedCheckpoint:
     kind = _kind_of(path)
     paths = fmt.SealPaths(path, kind)
     sealed = _already_sealed(path, paths)
@@ -172,13 +196,13 @@ def seal(
         "format_version": fmt.SEAL_FORMAT_VERSION,
         "kind": kind,
         "step": step,
-        "world_size": world_size if world_size is not None else int(os.environ.get("WORLD_SIZE", "1") or 1),
+        "world_size": world_size,
         "run_id": run_id if run_id is not None else (os.environ.get("TRAINOPS_RUN_ID") or None),
         "config_hash": config_hash,
         "producer": dict(producer or {}),
         "captured": dict(captured or {}),
         "files": files,
-        "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
+        "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
     }
     errors = fmt.seal_manifest_errors(manifest, kind)
     if errors:
@@ -193,17 +217,6 @@ def seal(
     if kind == fmt.SEAL_KIND_DIRECTORY:
         fmt.fsync_dir(os.path.dirname(path))
     return SealedCheckpoint(path, step, kind, sum(entry["size"] for entry in files.values()), manifest)
-
-
-def _move_aside(path: str, kind: str, layout: str, now: datetime.datetime) -> str:
-    """Rename a checkpoint out of the way, a sealed file's sidecars with it; returns its new path."""
-    moved = fmt.move_aside(path, kind, now) if os.path.lexists(path) else path
-    if layout == fmt.SEAL_KIND_FILE:
-        paths = fmt.SealPaths(path, fmt.SEAL_KIND_FILE)
-        for sidecar in (paths.sums, paths.seal):
-            if os.path.lexists(sidecar):
-                fmt.move_aside(sidecar, kind, now)
-    return moved
 
 
 def newest_sealed(
@@ -227,13 +240,14 @@ def newest_sealed(
         return None
     report = fmt.verify_root(root, stop_at_first_valid=True)
     newest = report.newest_valid
-    now = datetime.datetime.now(datetime.UTC)
+    now = datetime.datetime.now(datetime.timezone.utc)
 
     def _pass_over(path: str, step: int | None, kind: str, layout: str, errors: list[str]) -> None:
         """A newer checkpoint than the one chosen: moved aside ("aside", path = where it went) or, with
         move_aside=False, only named ("passed_over")."""
         if move_aside:
-            emit("aside", path=_move_aside(path, kind, layout, now), was=path, step=step, reason="; ".join(errors))
+            moved = fmt.move_checkpoint_aside(path, kind, layout, now)
+            emit("aside", path=moved, was=path, step=step, reason="; ".join(errors))
         else:
             emit("passed_over", path=path, step=step, reason="; ".join(errors))
 

@@ -5,10 +5,10 @@
 
     pack_training.py PACKAGE_DIR OUT_DIR
 
-Writes OUT_DIR/trainops_train-<key>.tar, where key is the first 16 hex digits of the archive's sha256: the same
-sources always give the same bytes (sorted names, fixed mtime, owner and mode, no __pycache__), so the name says
-what is inside and a pod can keep one directory per key. The last member, <key>/COMPLETE, tells a finished
-extraction from one that was cut short. Prints {"path", "key", "files"} as JSON.
+Writes OUT_DIR/trainops_train-<key>.tar, where key is the first 16 hex digits of a sha256 over the sources' names
+and bytes. The same sources always give the same archive (sorted names, fixed mtime, owner and mode, no
+__pycache__), so the name says what is inside and a pod can keep one directory per key. The last member,
+<key>/COMPLETE, tells a finished extraction from one that was cut short. Prints {"path", "key", "files"} as JSON.
 """
 
 import hashlib

@@ -18,17 +18,18 @@ run=$1
 shift
 cd "$run"
 
-ckpts=""
+tmp=$(mktemp -d .sync-pull.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+# checkpoint names one per line, never split on spaces nor globbed
+: > "$tmp/names"
 while [ $# -gt 0 ]; do
     case $1 in
-    --ckpt) ckpts="$ckpts $2"; shift 2 ;;
+    --ckpt) printf '%s\n' "$2" >> "$tmp/names"; shift 2 ;;
     --) shift; break ;;
     *) break ;;
     esac
 done
-
-tmp=$(mktemp -d .sync-pull.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
 
 missing=""
 : > "$tmp/list"
@@ -42,7 +43,7 @@ done
 sort -u -o "$tmp/list" "$tmp/list"
 
 : > "$tmp/ckpt"
-for name in $ckpts; do
+while IFS= read -r name; do
     if [ -L "ckpt/$name" ] || { [ ! -d "ckpt/$name" ] && [ ! -f "ckpt/$name" ]; }; then
         echo "no checkpoint directory or file ckpt/$name in $run" >&2
         exit 4
@@ -56,7 +57,7 @@ for name in $ckpts; do
     else
         find "ckpt/$name" -type f -print | sort >> "$tmp/ckpt"
     fi
-done
+done < "$tmp/names"
 
 tr '\n' '\0' < "$tmp/list" | xargs -0 -r sha256sum -- > "$tmp/sha256"
 files=$(wc -l < "$tmp/list")
