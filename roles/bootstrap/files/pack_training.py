@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: trainops.gpu contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Pack the training package (trainops_train: the hooks a user's trainer imports) for the pod, on the controller.
