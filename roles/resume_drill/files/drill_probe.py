@@ -78,9 +78,24 @@ def resume_after(events, after):
             record = json.loads(raw.decode("utf-8"))
         except ValueError:
             continue
-        if isinstance(record, dict) and record.get("event") == "resume" and float(record.get("time", 0)) >= after:
-            return record
+        if not isinstance(record, dict) or record.get("event") != "resume":
+            continue
+        when = record.get("time")
+        if isinstance(when, (int, float)) and not isinstance(when, bool) and when >= after:
+            return dict(record, problems=resume_problems(record))
     return None
+
+
+def resume_problems(record):
+    """What the drill cannot use in a trainer's resume event (its events are input: named, never a crash)."""
+    problems = []
+    step = record.get("step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        problems.append(f"the resume event's step is {json.dumps(step)[:40]}, not an integer")
+    path = record.get("path")
+    if not isinstance(path, str) or not path.strip("/"):
+        problems.append(f"the resume event's path is {json.dumps(path)[:80]}, not the checkpoint's path")
+    return problems
 
 
 def main(argv):
