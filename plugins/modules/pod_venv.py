@@ -16,12 +16,12 @@ description:
     and the pod Python's identity (implementation, version, machine, path).
   - A complete venv (its C(.trainops-venv.json) marker, written last) is reused as it is, after a pod
     stop/start or a recreate on the same network volume. A changed file gets a venv of its own.
-  - Built in place under the key's lock (C(<root>/.<key>.lock)): a venv's scripts name their own path, so it is
+  - Built in place under the key's lock (C(<root>/.<key>.lock)). A venv's scripts name their own path, so it is
     not built elsewhere and renamed. A directory without the marker (a build that was killed) is removed and
     built again, never used.
   - Before anything is installed, C(pip install --dry-run --report) says what would be; a requirement that would
     install torch, named in the file or pulled in by another, fails the module naming it and what asked for it.
-  - pip runs as C(python -m pip) inside the venv: the system's pip, which the venv sees, else one from
+  - pip runs as C(python -m pip) inside the venv, the system's pip (which the venv sees), else one from
     C(ensurepip)'s bundled wheel. Bounded by O(timeout); its cache is O(cache_dir).
 author:
   - trainops.gpu maintainers (!UNKNOWN)

@@ -61,6 +61,15 @@ def test_the_training_hooks_import_from_a_job_with_no_install_of_its_own(pod):
     assert "torch" not in sourced(pod, "python3 -c 'import sys, trainops_train.hooks; print(sorted(sys.modules))'")
 
 
+def test_a_job_runs_in_the_requirements_venv_which_sees_the_image_torch(pod):
+    python = sourced(pod, "command -v python3")
+    assert python.startswith("/workspace/cache/venvs/") and python.endswith("/bin/python3"), python
+    venv = python.rsplit("/bin/", 1)[0]
+    assert pod.file(f"{venv}/.trainops-venv.json").is_file
+    assert sourced(pod, 'printf %s "$VIRTUAL_ENV"') == venv
+    assert sourced(pod, "python3 -c 'import tinydep, torch; print(tinydep.ANSWER)'") == "42"
+
+
 def test_pod_variables_from_pid1_are_exported_shell_quoted(pod):
     for name, value in PODS[pod.name].items():
         assert sourced(pod, f'printf %s "${name}"') == value
