@@ -38,14 +38,39 @@ def normalize(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def venv_key(requirements, python_identity):
-    # type: (bytes, str) -> str
-    """The venv's directory name: the requirements' bytes and the Python that runs them."""
+def venv_key(requirements, python_identity, pip_args=()):
+    # type: (bytes, str, tuple | list) -> str
+    """The venv's directory name: the requirements' bytes, the Python that runs them (with its torch) and
+    pip's arguments (another index or wheel directory resolves differently)."""
     digest = hashlib.sha256()
     digest.update(b"requirements\0%d\0" % len(requirements))
     digest.update(requirements)
     digest.update(b"\0python\0" + python_identity.encode("utf-8"))
+    digest.update(b"\0pip\0" + json.dumps(list(pip_args)).encode("utf-8"))
     return digest.hexdigest()[:KEY_HEX]
+
+
+# Lines pip would resolve relative to the file, which the module does not keep where it was: refused.
+_NESTED_RE = re.compile(r"^\s*(-r|-c|--requirement|--constraint)(\s|=|$)")
+# pip's --dry-run and --report, which the refusal reads, came with pip 22.2.
+PIP_MIN = (22, 2)
+
+
+def unsupported_lines(text, label):
+    # type: (str, str) -> list[str]
+    """Lines naming another file (-r, -c): the requirements reach the pod as one text, without its neighbours."""
+    return [
+        "%s line %d names another file (%s): give one self-contained requirements file" % (label, n, line.strip())
+        for n, line in enumerate(text.splitlines(), 1)
+        if _NESTED_RE.match(line)
+    ]
+
+
+def pip_version(text):
+    # type: (str) -> tuple[int, ...] | None
+    """(major, minor) from `pip --version`'s output, or None."""
+    match = re.match(r"^pip (\d+)\.(\d+)", text.strip())
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def requirement_names(text):

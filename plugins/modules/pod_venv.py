@@ -124,17 +124,27 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.trainops.gpu.plugins.module_utils._pod_venv import (
     MARKER_NAME,
+    PIP_MIN,
     installed_in_report,
+    pip_version,
     read_marker,
     refused_in_file,
     refused_in_report,
+    unsupported_lines,
     venv_key,
 )
 
 KILL_GRACE_SECONDS = 5
+# The Python and the torch the venv sees (a recreate on another image with another torch gets a venv of its own).
 IDENTITY_SCRIPT = (
-    "import platform, sys; print('%s %s %s %s' % (platform.python_implementation(), platform.python_version(),"
-    " platform.machine(), sys.executable))"
+    "import platform, sys\n"
+    "try:\n"
+    "    from importlib.metadata import version\n"
+    "    torch = version('torch')\n"
+    "except Exception:\n"
+    "    torch = 'none'\n"
+    "print('%s %s %s %s torch %s' % (platform.python_implementation(), platform.python_version(),"
+    " platform.machine(), sys.executable, torch))"
 )
 
 
@@ -147,7 +157,7 @@ def run_bounded(module, argv, deadline, what, env=None):
     rc, out, err = module.run_command(
         [timeout_bin, "--kill-after=%d" % KILL_GRACE_SECONDS, str(left), *argv], environ_update=env or {}
     )
-    if rc in (124, 137):
+    if rc == 124 or (rc == 137 and time.time() >= deadline):
         module.fail_json(msg="%s: killed after the timeout (%d s)" % (what, module.params["timeout"]))
     return rc, out, err
 
@@ -201,6 +211,14 @@ def build(module, path, requirements_file, deadline, result):
                 **result,
             )
     name = params["requirements_name"]
+    rc, out, _err = run_bounded(module, [python, "-m", "pip", "--version"], deadline, "pip --version", env)
+    found = pip_version(out)
+    if found is None or found < PIP_MIN:
+        module.fail_json(
+            msg="pip %s on the pod is older than %d.%d, which the refusal of torch needs (--dry-run --report): "
+            "upgrade the image's pip" % (out.strip()[:80] or "(none)", PIP_MIN[0], PIP_MIN[1]),
+            **result,
+        )
     pip = [python, "-m", "pip", "install", "-r", requirements_file, *params["pip_args"]]
     report_file = os.path.join(path, ".trainops-dry-run.json")
     dry_run = [*pip, "--dry-run", "--quiet", "--report", report_file]
@@ -241,7 +259,7 @@ def main():
     started = time.time()
     deadline = started + params["timeout"]
     name = params["requirements_name"]
-    refused = refused_in_file(params["requirements"], name)
+    refused = refused_in_file(params["requirements"], name) + unsupported_lines(params["requirements"], name)
     if refused:
         module.fail_json(msg="%s refused before installing anything: %s" % (name, "; ".join(refused)))
     rc, identity, err = run_bounded(module, [params["python"], "-c", IDENTITY_SCRIPT], deadline, "python identity")
@@ -249,7 +267,7 @@ def main():
         module.fail_json(msg="python %s does not run: %s" % (params["python"], err.strip()[-500:]))
     identity = identity.strip()
     content = params["requirements"].encode("utf-8")
-    key = venv_key(content, identity)
+    key = venv_key(content, identity, params["pip_args"])
     path = os.path.join(params["root"], key)
     result = dict(
         changed=False,
@@ -284,6 +302,11 @@ def main():
                     handle.write(content)
                 try:
                     freeze = build(module, path, handle.name, deadline, result)
+                except BaseException:
+                    # a failed build leaves no directory behind (fail_json exits through here too)
+                    if os.path.lexists(path) and read_complete(path) is None:
+                        shutil.rmtree(path, ignore_errors=True)
+                    raise
                 finally:
                     os.unlink(handle.name)
                 record = {

@@ -148,8 +148,9 @@ def test_a_half_built_venv_is_built_again_never_used(place: Path):
 
 
 def test_what_would_replace_torch_is_refused_before_installing(place: Path):
-    named = _venv(place, "tinydep==1.0\ntorch==2.0  # pinned by mistake\n")
+    named = _venv(place, "tinydep==1.0\ntorch==2.0  # pinned by mistake\n-r base.txt\n")
     assert named.get("failed") and "requirements.txt line 2 asks for torch" in named["msg"], named
+    assert "line 3 names another file (-r base.txt)" in named["msg"], named
     pulled = _venv(place, "needs-old-torch==1.0\n")
     assert pulled.get("failed"), pulled
     assert "would install torch 1.0.0 (required by needs-old-torch 1.0)" in pulled["msg"], pulled["msg"]

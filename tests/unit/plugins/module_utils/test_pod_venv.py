@@ -12,6 +12,16 @@ def test_the_key_changes_with_the_file_and_with_the_python():
     assert len(key) == pv.KEY_HEX and key == pv.venv_key(b"tinydep==1.0\n", "CPython 3.11.2 x86_64 /usr/bin/python3")
     assert key != pv.venv_key(b"tinydep==1.0\n#\n", "CPython 3.11.2 x86_64 /usr/bin/python3")
     assert key != pv.venv_key(b"tinydep==1.0\n", "CPython 3.12.1 x86_64 /usr/bin/python3")
+    assert key != pv.venv_key(b"tinydep==1.0\n", "CPython 3.11.2 x86_64 /usr/bin/python3", ["--no-index"])
+
+
+def test_files_named_inside_the_file_and_an_old_pip_are_said_plainly():
+    assert pv.unsupported_lines("a\n-r base.txt\n--constraint=c.txt\n-e .\n", "req.txt") == [
+        "req.txt line 2 names another file (-r base.txt): give one self-contained requirements file",
+        "req.txt line 3 names another file (--constraint=c.txt): give one self-contained requirements file",
+    ]
+    assert pv.pip_version("pip 23.0.1 from /usr/lib/python3/dist-packages/pip (python 3.11)") == (23, 0)
+    assert pv.pip_version("pip 22.0.2 from x") < pv.PIP_MIN and pv.pip_version("nonsense") is None
 
 
 def test_requirement_names_skip_options_comments_and_blank_lines():
