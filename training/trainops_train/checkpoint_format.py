@@ -622,17 +622,19 @@ def _expected_files(entries, sums, manifest, report):
     return expected
 
 
-def _verify_payload(dir_fd, name, sums, manifest, hash_files, deadline, report):
-    # type: (int, str, dict[str, str] | None, dict | None, bool, float | None, CheckpointReport) -> None
-    """One payload file: a regular file (no link), the listed size, and (with hash_files) the listed sha256."""
+def _verify_payload(dir_fd, name, sums, manifest, hash_files, deadline, report, sealed=False):
+    # type: (int, str, dict[str, str] | None, dict | None, bool, float | None, CheckpointReport, bool) -> None
+    """One payload file: a regular file (no link), the listed size, and (with hash_files) the listed sha256.
+    A sealed checkpoint's names may be paths under dir_fd (open_relative), checked against its seal."""
     entry = {"size": None, "sha256": None, "ok": False}  # type: dict
     report.files[name] = entry
     listed = manifest["files"].get(name) if manifest is not None else None
     listed_sha = (sums or {}).get(name) or (listed or {}).get("sha256")
     if listed is not None and sums is not None and name in sums and sums[name] != listed["sha256"]:
-        report.errors.append("%s: sha256 differs between %s and %s" % (name, SUMS_NAME, MANIFEST_NAME))
+        lists = "the seal's two lists" if sealed else "%s and %s" % (SUMS_NAME, MANIFEST_NAME)
+        report.errors.append("%s: sha256 differs between %s" % (name, lists))
     try:
-        fd, info = open_regular(name, dir_fd)
+        fd, info = open_relative(dir_fd, name) if sealed else open_regular(name, dir_fd)
     except CheckpointFormatError as exc:
         report.errors.append(str(exc))
         return
@@ -643,7 +645,8 @@ def _verify_payload(dir_fd, name, sums, manifest, hash_files, deadline, report):
         entry["size"] = info.st_size
         report.bytes_total += info.st_size
         if listed is not None and info.st_size != listed["size"]:
-            report.errors.append("%s: size %d, manifest says %d" % (name, info.st_size, listed["size"]))
+            says = "the seal says" if sealed else "manifest says"
+            report.errors.append("%s: size %d, %s %d" % (name, info.st_size, says, listed["size"]))
             return
         if hash_files:
             try:
@@ -972,41 +975,9 @@ def _verify_sealed_into(report, hash_files, deadline):
                 report.errors.append("unlisted file %r" % name)
         for name in sorted(expected):
             _check_deadline(deadline, "before %s" % name)
-            _verify_sealed_file(base_fd, name, sums, manifest, hash_files, deadline, report)
+            _verify_payload(base_fd, name, sums, manifest, hash_files, deadline, report, sealed=True)
     finally:
         os.close(base_fd)
-
-
-def _verify_sealed_file(base_fd, name, sums, manifest, hash_files, deadline, report):
-    # type: (int, str, dict[str, str] | None, dict | None, bool, float | None, CheckpointReport) -> None
-    entry = {"size": None, "sha256": None, "ok": False}  # type: dict
-    report.files[name] = entry
-    listed = manifest["files"].get(name) if manifest is not None else None
-    listed_sha = (sums or {}).get(name) or (listed or {}).get("sha256")
-    if listed is not None and sums is not None and name in sums and sums[name] != listed["sha256"]:
-        report.errors.append("%s: sha256 differs between the seal's two lists" % name)
-    try:
-        fd, info = open_relative(base_fd, name)
-    except CheckpointFormatError as exc:
-        report.errors.append(str(exc))
-        return
-    except OSError:
-        report.errors.append("%s: missing or not a regular file" % name)
-        return
-    try:
-        entry["size"] = info.st_size
-        report.bytes_total += info.st_size
-        if listed is not None and info.st_size != listed["size"]:
-            report.errors.append("%s: size %d, the seal says %d" % (name, info.st_size, listed["size"]))
-            return
-        if hash_files:
-            entry["sha256"], _size = sha256_fd(fd, name, deadline=deadline)
-            if listed_sha is not None and entry["sha256"] != listed_sha:
-                report.errors.append("%s: sha256 mismatch" % name)
-                return
-        entry["ok"] = listed_sha is not None
-    finally:
-        os.close(fd)
 
 
 def is_sealed_checkpoint(path):
