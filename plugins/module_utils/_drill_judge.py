@@ -701,12 +701,34 @@ def judge_mode(reference, mode):
         "result": outcome,
         "pods": _pods(mode.get("pods")),
         "timings": dict(mode.get("timings") or {}),
+        "venv": venv_life(mode.get("venv")),
         "error": mode.get("error"),
         "notes": ([mode["notes"]] if mode.get("notes") else []) + notes,
         "files": {"metrics": mode.get("metrics"), "events": mode.get("events"), "result": mode.get("result")},
     }
     entry.update(figures)
     return entry, journal
+
+
+def venv_life(venv):
+    """What one bootstrap did with the requirements venv (``state``: built or reused, ``seconds``), or None."""
+    if not isinstance(venv, dict):
+        return None
+    return {"state": venv.get("state"), "seconds": venv.get("seconds"), "key": venv.get("key")}
+
+
+def venv_summary(provenance, reference_venv, modes):
+    """report.json's ``venv``: the requirements venv the run recorded (provenance.json's: the file's name, key,
+    interpreter, ``pip freeze``) with ``lives``, what each bootstrap did with it (the reference's, then each
+    mode's that bootstrapped again); None when the run had none."""
+    recorded = (provenance or {}).get("venv")
+    lives = [dict(venv_life(reference_venv), life="reference")] if venv_life(reference_venv) else []
+    lives += [dict(m["venv"], life=m["mode"]) for m in modes if m.get("venv")]
+    if not recorded and not lives:
+        return None
+    summary = dict(recorded or {})
+    summary["lives"] = lives
+    return summary
 
 
 def _provenance_summary(path):
@@ -728,6 +750,7 @@ def _provenance_summary(path):
         "config_sha256": config.get("sha256"),
         "config_hash": config.get("trainer_config_hash"),
         "recorded_at": record.get("recorded_at"),
+        "venv": record.get("venv") if isinstance(record.get("venv"), dict) else None,
     }
 
 
@@ -757,7 +780,7 @@ def check_modes(modes):
         if name in seen:
             raise EvidenceError("modes[%d]: mode %r is given twice" % (index, name))
         seen.add(name)
-        for key in ("interrupted_at", "clock_offset_s", "clock_offset_error_s", "pods", "timings"):
+        for key in ("interrupted_at", "clock_offset_s", "clock_offset_error_s", "pods", "timings", "venv"):
             check_finite("modes[%d] (%s).%s" % (index, name, key), mode.get(key))
         if mode.get("error"):
             continue
@@ -771,6 +794,8 @@ def build_report(run_id, reference, modes, provenance=None, phases=None, wall_s=
     check_modes(modes)
     check_finite("phases", phases)
     check_finite("wall_s", wall_s)
+    check_finite("reference.venv", reference.get("venv"))
+    reference_venv = reference.get("venv")
     reference = Reference(reference["metrics"], reference["result"], reference.get("events"))
     summary = _provenance_summary(provenance)
     judged = []
@@ -793,6 +818,7 @@ def build_report(run_id, reference, modes, provenance=None, phases=None, wall_s=
         "phases": dict(phases or {}),
         "wall_s": wall_s,
         "provenance": summary,
+        "venv": venv_summary(summary, reference_venv, judged),
         "clock_note": CLOCK_NOTE,
     }
     return report, series

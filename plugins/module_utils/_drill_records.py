@@ -125,6 +125,8 @@ def reference_entry(run_dir, run_id, record, path):
         raise EvidenceError(
             "no reference run recorded: %s does not exist and %s is not a file" % (path, files["metrics"])
         )
+    if record is not None:
+        files["venv"] = _dict_or_none(path, record, "venv")
     return files
 
 
@@ -148,6 +150,7 @@ def mode_entry(run_dir, run_id, name, record, path, stopped=None):
             checkpoint_verify=_dict_or_none(path, record, "checkpoint_verify"),
             pods=_dict_or_none(path, record, "pods"),
             timings=_dict_or_none(path, record, "timings"),
+            venv=_dict_or_none(path, record, "venv"),
             error=None,
             notes=record.get("notes", ""),
         )

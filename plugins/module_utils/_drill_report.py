@@ -140,6 +140,8 @@ def render_markdown(report):
             "Source: commit `%s`, dirty %s; %s; command `%s`."
             % (prov.get("commit"), _cell(prov.get("dirty")), _config_hash_phrase(report), _cell(prov.get("command")))
         )
+    if report.get("venv"):
+        lines.append(_venv_line(report["venv"]))
     lines += [
         "",
         "| mode | interrupted at (UTC) | last step before | trainer start s | resume s | pod before | pod after | "
@@ -172,6 +174,28 @@ def render_markdown(report):
         lines += ["", "Notes:", ""] + ["- %s: %s" % (mode, _cell(note)) for mode, note in notes]
     lines += ["", "RTO: interruption (controller clock) to the first new journal step (pod clock). " + CLOCK_NOTE + "."]
     return "\n".join(lines) + "\n"
+
+
+def _venv_line(venv):
+    """report.md's line on the requirements venv: what it holds and what each bootstrap did with it."""
+    freeze = venv.get("freeze")
+    held = (
+        "%d package%s beyond the image's (%s)"
+        % (len(freeze), "" if len(freeze) == 1 else "s", ", ".join("`%s`" % _cell(line) for line in freeze))
+        if isinstance(freeze, list)
+        else "its packages not recorded"
+    )
+    lives = "; ".join(
+        "%s %s in %s s" % (_cell(life.get("life")), _cell(life.get("state")), _cell(life.get("seconds"), 1))
+        for life in venv.get("lives") or []
+    )
+    return "Requirements: `%s` in venv `%s` (`%s`), %s; bootstraps: %s." % (
+        _cell(venv.get("requirements")),
+        _cell(venv.get("key")),
+        _cell(venv.get("python")),
+        held,
+        lives or "none recorded",
+    )
 
 
 def _thin(points):

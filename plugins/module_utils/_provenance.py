@@ -168,6 +168,27 @@ def pod_record(pod):
     return dict((key, pod[key]) for key in POD_KEYS if pod.get(key) is not None)
 
 
+VENV_KEYS = ("requirements", "key", "python", "venv_dir", "freeze")
+
+
+def venv_record(venv):
+    """The run's requirements venv (bootstrap_result.venv: the one trainops.gpu.pod_venv made or reused) as
+    recorded: the requirements file's name, the venv's key, interpreter and directory, and what ``pip freeze``
+    says it holds beyond the image's packages; None without one. Keys of one bootstrap call alone (built or
+    reused, how long) are left out: the record says what the run ran with, not how the pod got it."""
+    if not venv:
+        return None
+    if not isinstance(venv, dict):
+        raise ProvenanceError("venv must be a mapping (bootstrap_result.venv), got %r" % (venv,))
+    freeze = venv.get("freeze")
+    if not isinstance(freeze, list) or not all(isinstance(line, str) for line in freeze):
+        raise ProvenanceError("venv.freeze must be a list of strings (pip freeze's lines), got %r" % (freeze,))
+    for name in ("key", "python", "venv_dir"):
+        if not isinstance(venv.get(name), str) or not venv[name]:
+            raise ProvenanceError("venv.%s must be a non-empty string, got %r" % (name, venv.get(name)))
+    return dict((key, venv.get(key)) for key in VENV_KEYS)
+
+
 def sha256_bytes(data):
     # type: (bytes) -> str
     return hashlib.sha256(data).hexdigest()
@@ -829,15 +850,15 @@ class Collected(object):
         self.file_list = file_list_text(entries)
 
 
-def _read_inputs(command, config, config_is_trainer, env, pod):
-    """(env record, secret names, secrets, command, config, pod): the run's inputs, checked and recorded."""
+def _read_inputs(command, config, config_is_trainer, env, pod, venv=None):
+    """(env record, secret names, secrets, command, config, pod, venv): the run's inputs, checked and recorded."""
     env_record, secret_names, secrets = redact_env(env)
     command_rec = command_record(command)
     pod_rec = pod_record(pod)
     if config_is_trainer and not config:
         raise ProvenanceError("config_is_trainer needs config (the trainer's config file)")
     config_rec = config_record(config, config_is_trainer)
-    return env_record, secret_names, secrets, command_rec, config_rec, pod_rec
+    return env_record, secret_names, secrets, command_rec, config_rec, pod_rec, venv_record(venv)
 
 
 def _excluded_paths(src, runs_dir):
@@ -892,13 +913,14 @@ def collect(
     git="git",
     now=None,
     hash_cache=None,
+    venv=None,
 ):
     """Read everything a run's provenance records; writes nothing (``hash_cache``, a HashCache, is filled but
     not saved)."""
     validate_run_id(run_id)
     _check_archive_mode(archive)
-    env_record, secret_names, secrets, command_rec, config_rec, pod_rec = _read_inputs(
-        command, config, config_is_trainer, env, pod
+    env_record, secret_names, secrets, command_rec, config_rec, pod_rec, venv_rec = _read_inputs(
+        command, config, config_is_trainer, env, pod, venv
     )
     src = os.path.abspath(src)
     if not os.path.isdir(src):
@@ -920,12 +942,13 @@ def collect(
         "env": env_record,
         "env_redacted": secret_names,
         "pod": pod_rec,
+        "venv": venv_rec,
         "result": dict(UNKNOWN_RESULT),
     }
     # The source part is the tree as it is (paths and hashes must match the manifest and the archive): a
     # secret value inside a path there is refused, not rewritten. Everything else is scrubbed.
     _refuse_secret_paths(source, env_record, env, secrets)
-    for key in ("command", "config", "pod", "controller"):
+    for key in ("command", "config", "pod", "venv", "controller"):
         record[key] = scrub(record[key], secrets)
     source["remote"] = scrub(source.get("remote"), secrets)
     return Collected(record, entries, src, secrets, archived)
@@ -1057,6 +1080,7 @@ def record(
     git="git",
     now=None,
     hash_cache=None,
+    venv=None,
 ):
     """Collect the provenance and write ``<runs_dir>/<run_id>/`` (provenance.json, source.sha256, source.files,
     and source.tar when archived). Returns a dict: changed, provenance, path, source_manifest_path,
@@ -1068,7 +1092,7 @@ def record(
     ``hash_stats`` in the result counts the files read and those taken from it."""
     validate_run_id(run_id)
     cache = HashCache(hash_cache) if hash_cache else None
-    found = collect(src, run_id, runs_dir, command, config, config_is_trainer, env, pod, archive, git, now, cache)
+    found = collect(src, run_id, runs_dir, command, config, config_is_trainer, env, pod, archive, git, now, cache, venv)
     run_dir = os.path.abspath(os.path.join(runs_dir, run_id))
     path = os.path.join(run_dir, PROVENANCE_NAME)
     manifest_path = os.path.join(run_dir, MANIFEST_NAME)

@@ -82,6 +82,11 @@ options:
           - Path of its C(events.jsonl). The config hash in its C(start) events is the config hash that ran,
             named in every evidence file; without it the one of O(provenance) is named.
         type: path
+      venv:
+        description:
+          - What the bootstrap before it did with the requirements venv (C(bootstrap_result.venv)'s C(state),
+            C(seconds), C(key)); reported in C(venv.lives) with what O(provenance) records of the venv.
+        type: dict
   modes:
     description:
       - One entry per drilled mode, each a run interrupted once and resumed to the end.
@@ -122,6 +127,11 @@ options:
         type: dict
       timings:
         description: Seconds per phase of this mode, for the report.
+        type: dict
+      venv:
+        description:
+          - What the bootstrap after a pod-level interruption did with the requirements venv (C(state) built or
+            reused, C(seconds), C(key)), for the report's C(venv.lives).
         type: dict
       error:
         description: The orchestration of this mode failed; the mode fails with this reason.
@@ -346,6 +356,7 @@ MODE_SPEC = dict(
     checkpoint_verify=dict(type="dict"),
     pods=dict(type="dict"),
     timings=dict(type="dict"),
+    venv=dict(type="dict"),
     error=dict(type="str"),
     notes=dict(type="str"),
     clock_offset_s=dict(type="float"),
@@ -371,6 +382,7 @@ ARGUMENT_SPEC = dict(
             metrics=dict(type="path", required=True),
             result=dict(type="path", required=True),
             events=dict(type="path"),
+            venv=dict(type="dict"),
         ),
     ),
     modes=dict(type="list", elements="dict", options=MODE_SPEC),

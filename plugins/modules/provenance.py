@@ -89,6 +89,13 @@ options:
         command argument say, is replaced by V(<redacted>) too; a path of the source tree holding one fails.
     type: dict
     default: {}
+  venv:
+    description:
+      - The run's requirements venv, C(bootstrap_result.venv) of the bootstrap role (from M(trainops.gpu.pod_venv)).
+      - Recorded as C(venv) with its C(requirements) (the file's name), C(key), C(python), C(venv_dir) and
+        C(freeze) (what C(pip freeze) says it holds beyond the image's packages); whether this bootstrap built or
+        reused it, and how long that took, are not (a rerun that reused it records the same thing).
+    type: dict
   pod:
     description:
       - The pod the run executes on, recorded as given.
@@ -223,6 +230,9 @@ provenance:
     pod:
       description: The pod as given; null without one.
       type: dict
+    venv:
+      description: The requirements venv (requirements, key, python, venv_dir, freeze); null without one.
+      type: dict
     result:
       description: The run's outcome; exit code null and status V(unknown) until the run's end is recorded.
       type: dict
@@ -306,6 +316,7 @@ ARGUMENT_SPEC = dict(
             image=dict(type="str"),
         ),
     ),
+    venv=dict(type="dict"),
     archive=dict(type="str", choices=["auto", "always", "never"], default="auto"),
     hash_cache=dict(type="bool", default=True),
 )
@@ -347,6 +358,7 @@ def main():
             config_is_trainer=params["config_is_trainer"],
             env=params["env"],
             pod=params["pod"],
+            venv=params["venv"],
             archive=params["archive"],
             check_mode=module.check_mode,
             git=git,

@@ -78,6 +78,9 @@ options:
     description: The training command recorded (M(trainops.gpu.provenance)'s O(trainops.gpu.provenance#module:command)).
     type: raw
     default: [python, -m, trainops_train.train]
+  venv:
+    description: M(trainops.gpu.provenance)'s O(trainops.gpu.provenance#module:venv) (bootstrap_result.venv).
+    type: dict
   archive:
     description: M(trainops.gpu.provenance)'s O(trainops.gpu.provenance#module:archive).
     type: str

@@ -4,18 +4,19 @@ rebuilt when the file changes, never used half-built, and refusing what would re
 
 from __future__ import annotations
 
-import base64
-import hashlib
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
-import zipfile
+import time
 from pathlib import Path
 
 import pytest
 from runpod_emulator.testing import ansible_env
+from wheels import write_wheel
 
 pytestmark = pytest.mark.slow
 
@@ -46,36 +47,14 @@ PLAYBOOK = """
 """
 
 
-def _wheel(directory: Path, name: str, version: str, requires: tuple[str, ...] = (), source: str | None = None) -> None:
-    """A real (minimal) wheel: a module, METADATA with its Requires-Dist, WHEEL and a RECORD with hashes."""
-    dist = f"{name.replace('-', '_')}-{version}"
-    files = {
-        f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    }
-    files[f"{dist}.dist-info/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
-        f"Requires-Dist: {requirement}\n" for requirement in requires
-    )
-    if source is not None:
-        files[f"{name.replace('-', '_')}.py"] = source
-    record = []
-    for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{path},sha256={digest},{len(text.encode())}")
-    record.append(f"{dist}.dist-info/RECORD,,")
-    files[f"{dist}.dist-info/RECORD"] = "\n".join(record) + "\n"
-    with zipfile.ZipFile(directory / f"{dist}-py3-none-any.whl", "w") as archive:
-        for path, text in files.items():
-            archive.writestr(path, text)
-
-
 @pytest.fixture(scope="module")
 def place(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("pod-venv")
     wheels = tmp / "wheels"
     wheels.mkdir()
-    _wheel(wheels, "tinydep", "1.0", source="ANSWER = 42\n")
-    _wheel(wheels, "needs-old-torch", "1.0", requires=("torch==1.0.0",), source="")
-    _wheel(wheels, "torch", "1.0.0", source="")  # what pip would install in place of the image's torch
+    write_wheel(wheels, "tinydep", "1.0", source="ANSWER = 42\n")
+    write_wheel(wheels, "needs-old-torch", "1.0", requires=("torch==1.0.0",), source="")
+    write_wheel(wheels, "torch", "1.0.0", source="")  # what pip would install in place of the image's torch
     return tmp
 
 
@@ -145,6 +124,83 @@ def test_a_half_built_venv_is_built_again_never_used(place: Path):
     built = _venv(place, "tinydep==1.0\n# half\n")
     assert built["state"] == "built" and not (left / "half-installed.txt").exists(), built
     assert (left / ".trainops-venv.json").is_file()
+
+
+def _process_tree(root: int) -> set[int]:
+    """root and every live descendant (by parent pid: ansible's workers start sessions of their own)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":  # a zombie is dead already
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        tree.add(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def _kill_tree(root: int) -> set[int]:
+    """SIGKILL the playbook and every process under it at once, as a pod stopped mid-build kills them: each is
+    stopped first (a stopped process forks nothing and none is reparented), then all are killed."""
+    stopped: set[int] = set()
+    while (tree := _process_tree(root)) - stopped:
+        for pid in tree - stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped |= tree
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return stopped
+
+
+def test_a_build_killed_midway_is_built_again_never_used(place: Path):
+    requirements = "tinydep==1.0\n# killed\n"
+    path = Path(_venv(place, requirements, "--check")["venv_dir"])  # also writes vars.json and venv.yml for it
+    playbook = subprocess.Popen(
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            str(place / "venv.yml"),
+            "-e",
+            f"@{place}/vars.json",
+        ],
+        env=ansible_env("http://127.0.0.1:9", "unused"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        # The venv exists (its interpreter) and pip has not finished: the marker is written after pip's install
+        # and freeze, seconds later.
+        while not (path / "bin" / "python").exists():
+            assert playbook.poll() is None and time.monotonic() < deadline, "the build ended before it was seen"
+            time.sleep(0.01)
+        assert len(_kill_tree(playbook.pid)) > 2  # the playbook, its worker, the module and what it runs
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(playbook.pid, signal.SIGKILL)
+        playbook.wait(timeout=30)
+    assert path.is_dir() and not (path / ".trainops-venv.json").exists(), "killed after its marker: not mid-build"
+    # Never used: a check run says it would build, a run builds it again and only then is it complete.
+    assert _venv(place, requirements, "--check")["state"] == "would_build"
+    built = _venv(place, requirements)
+    assert built["state"] == "built" and built["installed"] == ["tinydep==1.0"], built
+    assert (path / ".trainops-venv.json").is_file()
+    answer = subprocess.run(
+        [built["python"], "-c", "import tinydep; print(tinydep.ANSWER)"], capture_output=True, text=True, check=True
+    )
+    assert answer.stdout.strip() == "42"
 
 
 def test_what_would_replace_torch_is_refused_before_installing(place: Path):

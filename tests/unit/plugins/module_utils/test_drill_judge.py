@@ -152,3 +152,20 @@ def test_an_unsealed_checkpoint_is_named_with_how_to_seal_it():
         True,
         "checkpoint-20 verified (every file's sha256 checked)",
     )
+
+
+def test_the_venv_summary_holds_what_provenance_recorded_and_each_bootstrap():
+    recorded = {"requirements": "requirements.txt", "key": "k1", "python": "/v/bin/python", "freeze": ["a==1"]}
+    provenance = {"venv": recorded}
+    modes = [
+        {"mode": "kill", "venv": None},
+        {"mode": "stop_start", "venv": {"state": "reused", "seconds": 0.4, "key": "k1"}},
+    ]
+    summary = dj.venv_summary(provenance, {"state": "built", "seconds": 9.5, "key": "k1"}, modes)
+    assert summary["freeze"] == ["a==1"] and summary["key"] == "k1"
+    assert summary["lives"] == [
+        {"life": "reference", "state": "built", "seconds": 9.5, "key": "k1"},
+        {"life": "stop_start", "state": "reused", "seconds": 0.4, "key": "k1"},
+    ]
+    assert dj.venv_summary({"venv": None}, None, [{"mode": "kill", "venv": None}]) is None
+    assert dj.venv_summary(None, None, []) is None

@@ -75,6 +75,7 @@ def test_a_done_record_gives_the_pulled_files_and_its_figures():
         "checkpoint_verify": {"valid": True, "newest_valid_step": 40, "checkpoints": []},
         "pods": {"before": {"id": "p1", "port": 40001}, "after": {"id": "p1", "port": 40002}},
         "timings": {"interruption_s": 0.5, "pull_s": 2.25, "recovery_s": 1.5, "start_s": 4.0, "training_s": 16.5},
+        "venv": None,
         "error": None,
         "notes": "SIGKILL to the trainer process group",
     }
@@ -130,7 +131,14 @@ def test_the_reference_entry_names_the_missing_record(tmp_path):
         "metrics": run_dir + "/modes/r1-reference/logs/metrics.jsonl",
         "result": run_dir + "/modes/r1-reference/logs/result.json",
         "events": run_dir + "/modes/r1-reference/logs/events.jsonl",
+        "venv": None,
     }
+    # What the reference's bootstrap did with the requirements venv goes in as recorded; a venv that is not a
+    # mapping is refused naming the record.
+    built = {"state": "built", "seconds": 9.5, "key": "k1"}
+    assert dr.reference_entry(run_dir, RUN_ID, dict(record, venv=built), "/rec")["venv"] == built
+    with pytest.raises(EvidenceError, match=r"/rec.*venv"):
+        dr.reference_entry(run_dir, RUN_ID, dict(record, venv="built"), "/rec")
     with pytest.raises(EvidenceError, match=r"no reference run recorded: /rec does not exist and .*metrics\.jsonl"):
         dr.reference_entry(run_dir, RUN_ID, None, "/rec")
     # The pulled journal in its default place still serves when the record is gone.

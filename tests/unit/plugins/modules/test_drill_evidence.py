@@ -489,6 +489,25 @@ def test_a_config_hash_that_differs_is_noted(tmp_path, reference):
     assert report["config_hash"] is None and "config hash unknown" in dr.render_markdown(report)
 
 
+def test_the_requirements_venv_is_reported_with_each_bootstrap(tmp_path, reference):
+    provenance = tmp_path / "p.json"
+    venv = {"requirements": "requirements.txt", "key": "k1", "python": "/w/v/bin/python", "venv_dir": "/w/v"}
+    provenance.write_text(json.dumps({"venv": dict(venv, freeze=["tinydep==1.0"])}))
+    mode = dict(resumed_run(tmp_path), venv={"state": "reused", "seconds": 0.41, "key": "k1"})
+    reference = dict(reference, venv={"state": "built", "seconds": 9.5, "key": "k1"})
+    report, _series = de.build_report("r1", reference, [mode], provenance=str(provenance))
+    assert report["venv"]["freeze"] == ["tinydep==1.0"] and report["modes"][0]["venv"]["state"] == "reused"
+    assert [life["life"] for life in report["venv"]["lives"]] == ["reference", mode["mode"]]
+    text = dr.render_markdown(report)
+    assert (
+        "Requirements: `requirements.txt` in venv `k1` (`/w/v/bin/python`), 1 package beyond the image's "
+        f"(`tinydep==1.0`); bootstraps: reference built in 9.5 s; {mode['mode']} reused in 0.4 s." in text
+    ), text
+    # Without a venv nothing is said of one.
+    report, _series = de.build_report("r1", dict(reference, venv=None), [resumed_run(tmp_path)])
+    assert report["venv"] is None and "Requirements:" not in dr.render_markdown(report)
+
+
 # ---------------------------------------------------------------------------------------------- the module
 
 

@@ -691,3 +691,28 @@ def test_a_damaged_or_foreign_cache_costs_a_full_read_only(repo, runs, monkeypat
 def test_check_mode_does_not_write_the_cache(repo, runs):
     cached_record(repo, runs, check_mode=True)
     assert not (runs / ".cache").exists()
+
+
+def test_the_requirements_venv_is_recorded_with_its_freeze_not_how_this_bootstrap_got_it(repo, runs):
+    venv = {
+        "requirements": "requirements.txt",
+        "state": "built",
+        "seconds": 12.5,
+        "key": "ab12" * 4,
+        "python": "/workspace/cache/venvs/ab12/bin/python",
+        "venv_dir": "/workspace/cache/venvs/ab12",
+        "freeze": ["tinydep==1.0"],
+        "installed": ["tinydep==1.0"],
+    }
+    first = record(repo, runs, venv=venv)
+    recorded = json.loads((runs / "r1" / "provenance.json").read_text())["venv"]
+    assert recorded == {k: venv[k] for k in ("requirements", "key", "python", "venv_dir", "freeze")}
+    assert first["provenance"]["venv"] == recorded
+    # The same venv reused by a later bootstrap records the same thing: nothing changes.
+    assert record(repo, runs, venv=dict(venv, state="reused", seconds=0.3, installed=[]))["changed"] is False
+    assert record(repo, runs, venv=dict(venv, freeze=["tinydep==1.1"]))["changed"] is True
+    assert record(repo, runs, run_id="r2")["provenance"]["venv"] is None
+    with pytest.raises(prov.ProvenanceError, match=r"venv\.freeze must be a list of strings"):
+        record(repo, runs, venv=dict(venv, freeze="tinydep==1.0"))
+    with pytest.raises(prov.ProvenanceError, match=r"venv\.key must be a non-empty string"):
+        record(repo, runs, venv=dict(venv, key=""))
