@@ -165,6 +165,12 @@ class Run:
         if pace:
             self.pace()
 
+    def sync(self) -> None:
+        """Make the journal written so far durable (fsync): before a checkpoint counts, every step up to it must
+        be on disk. `checkpoint` does it itself; call it before `seal` when your framework wrote the checkpoint."""
+        if self._metrics is not None:
+            self._metrics.sync()
+
     def pace(self) -> None:
         """Sleep the drill's per-step delay, so that its interruption lands in the middle of the run."""
         if self.step_delay_s > 0:
@@ -209,8 +215,7 @@ class Run:
         with its step, seconds and bytes are journaled. The journal is fsynced first: every step up to this
         checkpoint is durable before it counts."""
         target = os.path.abspath(os.fspath(path))
-        if self._metrics is not None:
-            self._metrics.sync()
+        self.sync()
         self.event("save_begin", step=step, path=target)
         began = time.monotonic()
         yield target
