@@ -111,9 +111,34 @@ sanity_step() {
     "$venv/bin/python" "$root/scripts/ansible_test_bootstrap.py" "$cache/wheels"
 }
 
+example_wheels_step() {
+    # The examples' requirements as wheels for the pods (they install from a directory, no index): one
+    # directory per example with a requirements.txt, refreshed when that file changes.
+    local req name dir want
+    for req in "$root"/training/examples/*/requirements.txt; do
+        [ -f "$req" ] || continue
+        name=$(basename "$(dirname "$req")")
+        dir="$root/.cache/wheels/$name"
+        want=$(sha256sum < "$req" | cut -c1-16)
+        if [ "$(cat "$dir/.requirements" 2>/dev/null)" = "$want" ]; then
+            echo "  $name: wheels match its requirements.txt"
+            continue
+        fi
+        rm -rf "$dir"
+        mkdir -p "$dir"
+        "$venv/bin/pip" download -q --disable-pip-version-check --no-deps --only-binary=:all: -d "$dir" -r "$req" 2>&1 \
+            | grep -v '^WARNING: Location' || true
+        [ "$(find "$dir" -name '*.whl' | wc -l)" -eq "$(grep -cE '^[A-Za-z0-9]' "$req")" ] \
+            || { echo "setup: $name: not every wheel of $req was downloaded" >&2; exit 1; }
+        echo "$want" > "$dir/.requirements"
+        echo "  $name: $(find "$dir" -name '*.whl' | wc -l) wheels in .cache/wheels/$name"
+    done
+}
+
 step "apt packages" apt_step
 step "python venv (.venv)" venv_step
 step "python packages (editable)" packages_step
 step "ansible collections" collections_step
 step "ansible-test offline pip bootstrap" sanity_step
+step "example wheels (.cache/wheels)" example_wheels_step
 echo "setup: ok"

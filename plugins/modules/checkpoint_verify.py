@@ -31,6 +31,10 @@ description:
     C(trainops-seal.json) and C(SHA256SUMS), inside the directory or beside the file. Under a root, sealed
     checkpoints take their place among the others by the step their seal claims; anything that could be a
     checkpoint but carries no seal is listed in RV(unsealed), never valid.
+  - A sealed directory holding C(trainer_state.json) is a Hugging Face Trainer's C(checkpoint-N/) (C(framework)
+    V(transformers) in its entry). Beyond its seal it must hold what the Trainer resumes from, each missing one
+    named - its weights (C(model.safetensors), or an index and every shard the index names), C(optimizer.pt),
+    C(scheduler.pt) and C(rng_state.pth) (or one per rank). No transformers is needed on the controller.
 author:
   - trainops.gpu maintainers (!UNKNOWN)
 extends_documentation_fragment:
@@ -58,6 +62,10 @@ options:
     description:
       - Also load the newest valid checkpoint's files with C(torch.load(weights_only=True)), in a subprocess
         of O(python) bounded by O(load_timeout). Needs torch on the target host.
+      - A transformers checkpoint is loaded as its Trainer resumes it - the weights with
+        C(safetensors.torch.load_file) (C(safetensors) needed there), C(optimizer.pt) and C(scheduler.pt) with
+        C(torch.load(weights_only=True)), C(rng_state.pth) the same with numpy's arrays allowed; its
+        C(training_args.bin), a pickle of the arguments that no resume loads, is not loaded.
     type: bool
     default: false
   load_timeout:
@@ -201,6 +209,9 @@ checkpoints:
         - C(native) (the trainops format, C(step-NNNNNNNN/) with C(manifest.json)), or a sealed checkpoint's
           kind, C(directory) or C(file).
       type: str
+    framework:
+      description: V(transformers) for a Trainer's C(checkpoint-N/) (its layout checked too); null otherwise.
+      type: str
     valid:
       description: Whether it verified (and loaded, when it was loaded).
       type: bool
@@ -326,6 +337,7 @@ from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.trainops.gpu.plugins.module_utils._checkpoint_format import (
     ASIDE_CORRUPT,
+    FRAMEWORK_TRANSFORMERS,
     WRITER_LOCK_NAME,
     CheckpointFormatError,
     RootReport,
@@ -340,8 +352,10 @@ from ansible_collections.trainops.gpu.plugins.module_utils._checkpoint_format im
 )
 from ansible_collections.trainops.gpu.plugins.module_utils._run_layout import RunLayout
 
-# Runs in a separate interpreter: loads each file given on the command line with weights_only and
-# prints one JSON object. Exit 3 means torch is not importable there.
+# Runs in a separate interpreter: loads each file of the JSON list [[path, how], ...] on the command line and
+# prints one JSON object. how: "torch" (torch.load, weights_only), "torch+numpy" (the same with numpy's arrays
+# allowed, as transformers loads its rng_state.pth), "safetensors" (safetensors.torch.load_file). Exit 3 means
+# torch is not importable there.
 LOAD_SCRIPT = r"""
 import json, sys, time
 try:
@@ -349,14 +363,33 @@ try:
 except Exception as exc:
     sys.stdout.write(json.dumps({"torch": False, "error": "%s: %s" % (type(exc).__name__, exc)}))
     raise SystemExit(3)
+
+
+def numpy_globals():
+    import numpy as np
+    core = np._core if hasattr(np, "_core") else np.core
+    return [core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+
+
+def load(path, how):
+    if how == "safetensors":
+        from safetensors.torch import load_file
+        load_file(path, device="cpu")
+    elif how == "torch+numpy":
+        with torch.serialization.safe_globals(numpy_globals()):
+            torch.load(path, map_location="cpu", weights_only=True)
+    else:
+        torch.load(path, map_location="cpu", weights_only=True)
+
+
 files = {}
-for path in sys.argv[1:]:
+for path, how in json.loads(sys.argv[1]):
     started = time.time()
     try:
-        torch.load(path, map_location="cpu", weights_only=True)
-        files[path] = {"ok": True, "seconds": round(time.time() - started, 3)}
+        load(path, how)
+        files[path] = {"ok": True, "how": how, "seconds": round(time.time() - started, 3)}
     except Exception as exc:
-        files[path] = {"ok": False, "error": ("%s: %s" % (type(exc).__name__, exc))[:500]}
+        files[path] = {"ok": False, "how": how, "error": ("%s: %s" % (type(exc).__name__, exc))[:500]}
 sys.stdout.write(json.dumps({"torch": True, "torch_version": torch.__version__, "files": files}))
 """
 
@@ -382,16 +415,34 @@ REPORT_KEYS = (
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 
 
+# A transformers checkpoint's files as its Trainer loads them on resume; training_args.bin is a pickle of the
+# TrainingArguments (for people, never loaded by a resume) and is left out.
+TRANSFORMERS_SKIPPED = ("training_args.bin",)
+
+
+def _how(report, name):
+    """How a sealed directory's file is loaded: "torch", "torch+numpy", "safetensors", or None (not loaded)."""
+    if report.framework == FRAMEWORK_TRANSFORMERS:
+        if name in TRANSFORMERS_SKIPPED:
+            return None
+        if name.endswith(".safetensors"):
+            return "safetensors"
+        if name.startswith("rng_state") and name.endswith(".pth"):
+            return "torch+numpy"
+    return "torch" if name.endswith(TORCH_SUFFIXES) else None
+
+
 def loadable_files(report):
-    """The files to load: every file of a native checkpoint, the file of a sealed file, and the files of a
-    sealed directory that torch.save writes (by suffix: a framework's JSON, safetensors or DCP shards are
-    not torch.load's)."""
+    """[(path, how)]: every file of a native checkpoint and the file of a sealed file (torch.load), and the files
+    of a sealed directory that torch.save writes (by suffix: a framework's JSON or DCP shards are not
+    torch.load's); in a transformers checkpoint, its weights with safetensors and its rng_state with numpy's
+    arrays allowed, as the Trainer's resume loads them."""
     if report.layout == "file":
-        return [report.path]
-    names = sorted(report.files)
-    if report.layout != "native":
-        names = [name for name in names if name.endswith(TORCH_SUFFIXES)]
-    return [os.path.join(report.path, name) for name in names]
+        return [(report.path, "torch")]
+    if report.layout == "native":
+        return [(os.path.join(report.path, name), "torch") for name in sorted(report.files)]
+    found = [(os.path.join(report.path, name), _how(report, name)) for name in sorted(report.files)]
+    return [(path, how) for path, how in found if how]
 
 
 def load_checkpoint(module, report):
@@ -404,7 +455,8 @@ def load_checkpoint(module, report):
         note = "nothing in it that torch loads (%s)" % ", ".join(TORCH_SUFFIXES)
         return dict(path=report.path, ok=True, errors=[], torch_version=None, seconds=0.0, files=0, note=note)
     started = time.time()
-    command = [timeout_bin, "--kill-after=%d" % KILL_GRACE_SECONDS, str(timeout), python, "-c", LOAD_SCRIPT, *files]
+    plan = json.dumps([[path, how] for path, how in files])
+    command = [timeout_bin, "--kill-after=%d" % KILL_GRACE_SECONDS, str(timeout), python, "-c", LOAD_SCRIPT, plan]
     rc, stdout, stderr = module.run_command(command)
     seconds = round(time.time() - started, 3)
     if rc in (124, 137):
@@ -425,7 +477,7 @@ def load_checkpoint(module, report):
         for path, entry in sorted(result["files"].items())
         if not entry["ok"]
     ]
-    return {
+    loaded = {
         "path": report.path,
         "ok": not errors,
         "errors": errors,
@@ -433,6 +485,11 @@ def load_checkpoint(module, report):
         "seconds": seconds,
         "files": len(files),
     }
+    if report.framework == FRAMEWORK_TRANSFORMERS:
+        loaded["note"] = "loaded as transformers' Trainer resumes: %s not loaded (a pickle of the arguments)" % (
+            ", ".join(TRANSFORMERS_SKIPPED)
+        )
+    return loaded
 
 
 ARGUMENT_SPEC = dict(

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 import torch
-from trainer_harness import ROOT, events, journal, process_log, result, run_trainer, write_config
+from trainer_harness import ansible_env, events, journal, process_log, result, run_trainer, write_config
 from trainops_train import checkpoint_format, resume
 from trainops_train.sealing import seal
 
@@ -114,16 +114,6 @@ def _damaged_copy(pristine: pathlib.Path, directory: pathlib.Path, case: str) ->
     shutil.copytree(pristine, run_dir)
     damaged = CASES[case][0](run_dir / "ckpt")
     return run_dir, damaged
-
-
-def _ansible_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["ANSIBLE_COLLECTIONS_PATH"] = str(ROOT / "collections")
-    env["ANSIBLE_HOST_KEY_CHECKING"] = "False"
-    env["ANSIBLE_LOCALHOST_WARNING"] = "False"
-    env["ANSIBLE_INVENTORY_UNPARSED_WARNING"] = "False"
-    env["ANSIBLE_NOCOLOR"] = "1"
-    return env
 
 
 PLAYBOOK = """
@@ -291,7 +281,7 @@ def _run_verify_playbook(tmp_path: pathlib.Path, extra: dict, locked_root: pathl
     try:
         completed = subprocess.run(
             [*command, "-e", f"@{tmp_path}/vars.json"],
-            env=_ansible_env(),
+            env=ansible_env(),
             capture_output=True,
             text=True,
             timeout=300,
@@ -442,7 +432,7 @@ def test_checkpoint_verify_knows_sealed_checkpoints_and_names_unsealed_ones(tmp_
     playbook_bin = str(pathlib.Path(sys.executable).with_name("ansible-playbook"))
     completed = subprocess.run(
         [playbook_bin, "-i", "localhost,", "-c", "local", str(tmp_path / "sealed.yml"), "-e", f"@{tmp_path}/vars.json"],
-        env=_ansible_env(),
+        env=ansible_env(),
         capture_output=True,
         text=True,
         timeout=300,

@@ -22,8 +22,10 @@ import sys
 import time
 
 import pytest
+from trainer_harness import ansible_env
 
 pytest.importorskip("transformers")
+pytestmark = pytest.mark.slow
 
 TRAINING = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = TRAINING / "examples" / "hf" / "train.py"
@@ -168,3 +170,80 @@ def test_a_wrong_resume_differs_first_at_the_step_after_it(reference, killed, wr
     assert _events(run_dir, "resume")[0]["step"] == 20
     assert _first_difference(_journal(reference), _journal(run_dir)) == 21
     assert _result(run_dir)["weights_sha256"] != _result(reference)["weights_sha256"]
+
+
+VERIFY_PLAYBOOK = """
+- name: checkpoint_verify over transformers checkpoints
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Each checkpoint, loaded as the Trainer resumes it
+      trainops.gpu.checkpoint_verify: {path: "{{ item }}", kind: checkpoint, load: true}
+      loop: "{{ checkpoints }}"
+      register: verified
+    - name: Write what each returned
+      ansible.builtin.copy:
+        content: "{{ verified.results | to_json }}"
+        dest: "{{ out }}"
+        mode: "0644"
+"""
+
+
+def test_checkpoint_verify_knows_the_transformers_layout(reference, tmp_path):
+    """Sealed, valid and loaded (weights by safetensors); a flipped byte in model.safetensors names the file; an
+    optimizer.pt gone is named by the seal, and one sealed without it by the layout (nothing to resume from)."""
+    sealed = reference / "ckpt" / "checkpoint-40"
+    flipped, removed, resealed = (tmp_path / name for name in ("flipped", "removed", "resealed"))
+    for copy in (flipped, removed, resealed):
+        shutil.copytree(sealed, copy)
+    weights = bytearray((flipped / "model.safetensors").read_bytes())
+    weights[-10] ^= 0x01
+    (flipped / "model.safetensors").write_bytes(bytes(weights))
+    (removed / "optimizer.pt").unlink()
+    for name in ("optimizer.pt", "SHA256SUMS", "trainops-seal.json"):
+        (resealed / name).unlink()
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from trainops_train.sealing import seal; seal(sys.argv[1], 40)",
+            str(resealed),
+        ],
+        env={**os.environ, "PYTHONPATH": str(TRAINING)},
+        check=True,
+    )
+    checkpoints = [str(path) for path in (sealed, flipped, removed, resealed)]
+    (tmp_path / "vars.json").write_text(json.dumps({"checkpoints": checkpoints, "out": str(tmp_path / "out.json")}))
+    (tmp_path / "verify.yml").write_text(VERIFY_PLAYBOOK)
+    done = subprocess.run(
+        [
+            str(pathlib.Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            str(tmp_path / "verify.yml"),
+            "-e",
+            f"@{tmp_path}/vars.json",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+        ],
+        env=ansible_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    good, bad_byte, gone, without = json.loads((tmp_path / "out.json").read_text())
+    [entry] = good["checkpoints"]
+    assert good["valid"] and entry["framework"] == "transformers" and entry["layout"] == "directory", good
+    loaded = good["loaded"]
+    assert loaded["ok"] and loaded["files"] == 4 and "training_args.bin not loaded" in loaded["note"], loaded
+    for report, error in (
+        (bad_byte, "model.safetensors: sha256 mismatch"),
+        (gone, "optimizer.pt: missing or not a regular file"),
+        (without, "optimizer.pt missing: the Trainer resumes from it (saved with save_only_model?)"),
+    ):
+        [entry] = report["checkpoints"]
+        assert not report["valid"] and error in " ".join(entry["errors"]), entry["errors"]

@@ -193,3 +193,14 @@ def assert_sha256sum_accepts(checkpoint: pathlib.Path) -> None:
         check=False,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
+
+
+def ansible_env() -> dict[str, str]:
+    """The environment of an ansible-playbook child that uses this checkout as trainops.gpu."""
+    env = dict(os.environ)
+    env["ANSIBLE_COLLECTIONS_PATH"] = str(ROOT / "collections")
+    env["ANSIBLE_HOST_KEY_CHECKING"] = "False"
+    env["ANSIBLE_LOCALHOST_WARNING"] = "False"
+    env["ANSIBLE_INVENTORY_UNPARSED_WARNING"] = "False"
+    env["ANSIBLE_NOCOLOR"] = "1"
+    return env

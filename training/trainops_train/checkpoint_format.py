@@ -501,6 +501,8 @@ class CheckpointReport(object):
         self.bytes_total = 0
         # "native" (step-N/ with manifest.json), or a sealed checkpoint's kind: "directory" or "file"
         self.layout = "native"
+        # the framework whose layout a sealed directory holds (FRAMEWORK_TRANSFORMERS), None when none is known
+        self.framework = None  # type: str | None
 
     @property
     def valid(self):
@@ -514,6 +516,7 @@ class CheckpointReport(object):
             "path": self.path,
             "step": self.step,
             "layout": self.layout,
+            "framework": self.framework,
             "valid": self.valid,
             "errors": list(self.errors),
             "timed_out": self.timed_out,
@@ -976,8 +979,54 @@ def _verify_sealed_into(report, hash_files, deadline):
         for name in sorted(expected):
             _check_deadline(deadline, "before %s" % name)
             _verify_payload(base_fd, name, sums, manifest, hash_files, deadline, report, sealed=True)
+        if kind == SEAL_KIND_DIRECTORY:
+            report.framework = framework_of(expected)
+            if report.framework == FRAMEWORK_TRANSFORMERS:
+                read = lambda name: _read_small(name, HF_INDEX_MAX_BYTES, base_fd)  # noqa: E731
+                report.errors.extend(transformers_layout_errors(expected, read))
     finally:
         os.close(base_fd)
+
+
+# A Hugging Face Trainer's checkpoint-N/ (transformers' Trainer._save_checkpoint): what its resume reads. The seal
+# proves the bytes are those written; this says whether what was written is a checkpoint the Trainer resumes from.
+FRAMEWORK_TRANSFORMERS = "transformers"
+HF_STATE_NAME = "trainer_state.json"
+HF_WEIGHTS_NAMES = ("model.safetensors", "pytorch_model.bin")
+HF_INDEX_NAMES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+HF_RESUME_NAMES = ("optimizer.pt", "scheduler.pt")
+HF_INDEX_MAX_BYTES = 64 * 1024 * 1024
+_HF_RNG_RE = re.compile(r"^rng_state(_[0-9]+)?\.pth\Z")
+
+
+def framework_of(names):
+    # type: (set[str] | list[str]) -> str | None
+    """The framework whose checkpoint a sealed directory's files make (trainer_state.json: transformers)."""
+    return FRAMEWORK_TRANSFORMERS if HF_STATE_NAME in names else None
+
+
+def transformers_layout_errors(names, read):
+    # type: (set[str], object) -> list[str]
+    """What a transformers checkpoint-N/ lacks to be resumed from: its weights (model.safetensors, or an index
+    and every shard it names), optimizer.pt, scheduler.pt and its RNG state; read(name) gives a file's bytes."""
+    errors = []
+    indexes = [name for name in HF_INDEX_NAMES if name in names]
+    if not indexes and not [name for name in HF_WEIGHTS_NAMES if name in names]:
+        errors.append("model.safetensors missing (nor an index of shards): a transformers checkpoint without weights")
+    for index in indexes:
+        try:
+            weight_map = json.loads(read(index).decode("utf-8")).get("weight_map")
+            shards = sorted(set(weight_map.values()))
+        except (OSError, ValueError, AttributeError, TypeError) as exc:
+            errors.append("%s unreadable: %s" % (index, exc))
+            continue
+        errors.extend("%s missing: %s names it" % (shard, index) for shard in shards if shard not in names)
+    for name in HF_RESUME_NAMES:
+        if name not in names:
+            errors.append("%s missing: the Trainer resumes from it (saved with save_only_model?)" % name)
+    if not [name for name in names if _HF_RNG_RE.match(name)]:
+        errors.append("rng_state.pth missing: the Trainer restores the RNG from it")
+    return errors
 
 
 def is_sealed_checkpoint(path):
