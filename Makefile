@@ -79,12 +79,12 @@ units: setup
 
 # pytest's roots on PYTEST_WORKERS processes (pytest-xdist), one test module per process at a time (--dist loadfile):
 # a module's fixtures (one emulator, one pod) still serve all of its tests. PYTEST_WORKERS=0: one process. Tests
-# marked serial (pyproject.toml) run afterwards in one process.
+# marked serial (pyproject.toml) run afterwards in one process. The 40 slowest phases are listed at the end.
 PYTEST_WORKERS ?= 2
 PYTEST_XDIST = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
 
 pytest: setup image
-	@pytest $(PYTEST_XDIST) -m "not serial"
+	@pytest $(PYTEST_XDIST) -m "not serial" --durations=40
 	@pytest -p no:cacheprovider -m serial
 
 # make test: setup and the image once, then two lanes at the same time: pytest's roots, and lint, sanity, units and

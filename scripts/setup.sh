@@ -113,20 +113,28 @@ sanity_step() {
 
 example_wheels_step() {
     # The examples' requirements as wheels for the pods (they install from a directory, no index): one
-    # directory per example with a requirements.txt, refreshed when that file changes.
+    # directory per example with a requirements.txt, refreshed when that file changes. The pod image's Python and
+    # platform (emulator/image/build.sh), whatever this machine's are.
     local req name dir want
+    # (pip does not widen an explicit --platform to the older manylinux tags a glibc 2.36 pod accepts: each is named)
+    local target=(--python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none --platform any)
+    local tag
+    for tag in manylinux_2_28 manylinux_2_17 manylinux2014 manylinux_2_12 manylinux2010; do
+        target+=(--platform "${tag}_x86_64")
+    done
     for req in "$root"/training/examples/*/requirements.txt; do
         [ -f "$req" ] || continue
         name=$(basename "$(dirname "$req")")
         dir="$root/.cache/wheels/$name"
-        want=$(sha256sum < "$req" | cut -c1-16)
+        want=$( (cat "$req"; echo "${target[*]}") | sha256sum | cut -c1-16)
         if [ "$(cat "$dir/.requirements" 2>/dev/null)" = "$want" ]; then
             echo "  $name: wheels match its requirements.txt"
             continue
         fi
         rm -rf "$dir"
         mkdir -p "$dir"
-        "$venv/bin/pip" download -q --disable-pip-version-check --no-deps --only-binary=:all: -d "$dir" -r "$req" 2>&1 \
+        "$venv/bin/pip" download -q --disable-pip-version-check --no-deps --only-binary=:all: "${target[@]}" \
+            -d "$dir" -r "$req" 2>&1 \
             | grep -v '^WARNING: Location' || true
         [ "$(find "$dir" -name '*.whl' | wc -l)" -eq "$(grep -cE '^[A-Za-z0-9]' "$req")" ] \
             || { echo "setup: $name: not every wheel of $req was downloaded" >&2; exit 1; }

@@ -33,8 +33,9 @@ description:
     checkpoint but carries no seal is listed in RV(unsealed), never valid.
   - A sealed directory holding C(trainer_state.json) is a Hugging Face Trainer's C(checkpoint-N/) (C(framework)
     V(transformers) in its entry). Beyond its seal it must hold what the Trainer resumes from, each missing one
-    named - its weights (C(model.safetensors), or an index and every shard the index names), C(optimizer.pt),
-    C(scheduler.pt) and C(rng_state.pth) (or one per rank). No transformers is needed on the controller.
+    named - its weights (C(model.safetensors), C(pytorch_model.bin), a PEFT adapter, FSDP's files, or an index and
+    every shard the index names), C(optimizer.pt) and C(scheduler.pt) (or DeepSpeed's C(global_step*/)) and
+    C(rng_state.pth) (or one per rank). No transformers is needed on the controller.
 author:
   - trainops.gpu maintainers (!UNKNOWN)
 extends_documentation_fragment:
@@ -321,7 +322,8 @@ loaded:
   description:
     - The load of the newest valid checkpoint, with O(load=true); null otherwise. C(files) counts the files
       loaded; a sealed directory with nothing that C(torch.load) reads (by suffix C(.pt), C(.pth), C(.bin),
-      C(.ckpt)) loads nothing and says so in C(note).
+      C(.ckpt)) loads nothing and says so in C(note); a transformers checkpoint's C(note) names what it did not
+      load (C(training_args.bin)).
   returned: always
   type: dict
   sample: {"path": "/ckpt/step-00001200", "ok": true, "torch_version": "2.13.0+cpu", "seconds": 0.4, "files": 3}
@@ -352,7 +354,7 @@ from ansible_collections.trainops.gpu.plugins.module_utils._checkpoint_format im
 )
 from ansible_collections.trainops.gpu.plugins.module_utils._run_layout import RunLayout
 
-# Runs in a separate interpreter: loads each file of the JSON list [[path, how], ...] on the command line and
+# Runs in a separate interpreter: loads each file of the JSON list [[path, how], ...] on its standard input and
 # prints one JSON object. how: "torch" (torch.load, weights_only), "torch+numpy" (the same with numpy's arrays
 # allowed, as transformers loads its rng_state.pth), "safetensors" (safetensors.torch.load_file). Exit 3 means
 # torch is not importable there.
@@ -383,7 +385,7 @@ def load(path, how):
 
 
 files = {}
-for path, how in json.loads(sys.argv[1]):
+for path, how in json.loads(sys.stdin.read()):
     started = time.time()
     try:
         load(path, how)
@@ -455,9 +457,10 @@ def load_checkpoint(module, report):
         note = "nothing in it that torch loads (%s)" % ", ".join(TORCH_SUFFIXES)
         return dict(path=report.path, ok=True, errors=[], torch_version=None, seconds=0.0, files=0, note=note)
     started = time.time()
+    # the plan on standard input: a checkpoint of thousands of files would not fit in one argument
     plan = json.dumps([[path, how] for path, how in files])
-    command = [timeout_bin, "--kill-after=%d" % KILL_GRACE_SECONDS, str(timeout), python, "-c", LOAD_SCRIPT, plan]
-    rc, stdout, stderr = module.run_command(command)
+    command = [timeout_bin, "--kill-after=%d" % KILL_GRACE_SECONDS, str(timeout), python, "-c", LOAD_SCRIPT]
+    rc, stdout, stderr = module.run_command(command, data=plan)
     seconds = round(time.time() - started, 3)
     if rc in (124, 137):
         module.fail_json(msg="loading %s timed out after %d seconds" % (report.path, timeout), path=report.path)

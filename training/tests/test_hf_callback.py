@@ -247,3 +247,26 @@ def test_checkpoint_verify_knows_the_transformers_layout(reference, tmp_path):
     ):
         [entry] = report["checkpoints"]
         assert not report["valid"] and error in " ".join(entry["errors"]), entry["errors"]
+
+
+def test_arguments_that_break_the_contract_are_each_named():
+    from trainops_train.hf import check_arguments
+    from transformers import TrainingArguments
+
+    good = {"output_dir": "/tmp/unused", "logging_steps": 1, "logging_nan_inf_filter": False, "report_to": "none"}
+    assert check_arguments(TrainingArguments(**good)) == []
+    bad = TrainingArguments(
+        **{**good, "logging_steps": 10, "logging_nan_inf_filter": True},
+        save_strategy="epoch",
+        save_total_limit=3,
+        save_only_model=True,
+    )
+    named = " | ".join(check_arguments(bad))
+    for value in (
+        "logging_steps=1",
+        "logging_nan_inf_filter=False",
+        "save_strategy 'steps' or 'no'",
+        "save_total_limit=None",
+        "save_only_model=False",
+    ):
+        assert value in named, named

@@ -990,12 +990,18 @@ def _verify_sealed_into(report, hash_files, deadline):
 
 # A Hugging Face Trainer's checkpoint-N/ (transformers' Trainer._save_checkpoint): what its resume reads. The seal
 # proves the bytes are those written; this says whether what was written is a checkpoint the Trainer resumes from.
+# Its weights and optimizer take several forms (Trainer._load_from_checkpoint, _load_optimizer_and_scheduler):
+# whole or sharded with an index, a PEFT adapter (in a subfolder too), FSDP's files and folders, or DeepSpeed's
+# global_step*/ folder, which holds the optimizer and scheduler too.
 FRAMEWORK_TRANSFORMERS = "transformers"
 HF_STATE_NAME = "trainer_state.json"
-HF_WEIGHTS_NAMES = ("model.safetensors", "pytorch_model.bin")
 HF_INDEX_NAMES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
-HF_RESUME_NAMES = ("optimizer.pt", "scheduler.pt")
 HF_INDEX_MAX_BYTES = 64 * 1024 * 1024
+_HF_WEIGHTS_RE = re.compile(
+    r"^(model\.safetensors|pytorch_model\.bin|(.+/)?adapter_model\.(safetensors|bin)|pytorch_model_fsdp.*)\Z"
+)
+_HF_OPTIMIZER_RE = re.compile(r"^(optimizer\.(pt|bin)|optimizer_[0-9]+/.+)\Z")
+_HF_DEEPSPEED_RE = re.compile(r"^global_step[0-9]+/")
 _HF_RNG_RE = re.compile(r"^rng_state(_[0-9]+)?\.pth\Z")
 
 
@@ -1007,11 +1013,13 @@ def framework_of(names):
 
 def transformers_layout_errors(names, read):
     # type: (set[str], object) -> list[str]
-    """What a transformers checkpoint-N/ lacks to be resumed from: its weights (model.safetensors, or an index
-    and every shard it names), optimizer.pt, scheduler.pt and its RNG state; read(name) gives a file's bytes."""
+    """What a transformers checkpoint-N/ lacks to be resumed from: its weights (model.safetensors or another form
+    the Trainer loads, or an index and every shard it names), its optimizer and scheduler (optimizer.pt and
+    scheduler.pt, or DeepSpeed's global_step*/ folder) and its RNG state; read(name) gives a file's bytes."""
     errors = []
     indexes = [name for name in HF_INDEX_NAMES if name in names]
-    if not indexes and not [name for name in HF_WEIGHTS_NAMES if name in names]:
+    deepspeed = any(_HF_DEEPSPEED_RE.match(name) for name in names)
+    if not indexes and not deepspeed and not any(_HF_WEIGHTS_RE.match(name) for name in names):
         errors.append("model.safetensors missing (nor an index of shards): a transformers checkpoint without weights")
     for index in indexes:
         try:
@@ -1021,9 +1029,11 @@ def transformers_layout_errors(names, read):
             errors.append("%s unreadable: %s" % (index, exc))
             continue
         errors.extend("%s missing: %s names it" % (shard, index) for shard in shards if shard not in names)
-    for name in HF_RESUME_NAMES:
-        if name not in names:
-            errors.append("%s missing: the Trainer resumes from it (saved with save_only_model?)" % name)
+    if not deepspeed:
+        if not any(_HF_OPTIMIZER_RE.match(name) for name in names):
+            errors.append("optimizer.pt missing: the Trainer resumes from it (saved with save_only_model?)")
+        if "scheduler.pt" not in names:
+            errors.append("scheduler.pt missing: the Trainer resumes from it (saved with save_only_model?)")
     if not [name for name in names if _HF_RNG_RE.match(name)]:
         errors.append("rng_state.pth missing: the Trainer restores the RNG from it")
     return errors
