@@ -13,6 +13,35 @@ from runpod_emulator.doctor import DoctorFailure, ensure_pods_can_run
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
+# The slowest modules of make pytest's three roots, slowest first (seconds on 2 busy cores, from --durations). With
+# --dist loadfile pytest-xdist hands modules out in collection order: a long module collected late runs alone at
+# the end while the other process has nothing left. Longest first keeps both busy to the end.
+SLOW_MODULES = (
+    "tests/e2e/test_resume_drill.py",  # ~320 s: the six-mode drill and the runs after it
+    "tests/e2e/test_own_trainer_drill.py",  # ~250 s: two drills
+    "tests/e2e/test_hf_drill.py",  # ~220 s: a four-mode drill of a Trainer script with its venv
+    "training/tests/test_crash_consistency.py",  # ~150 s: 50 killed trainer lives
+    "tests/e2e/test_smoke_interrupts.py",
+    "training/tests/test_hf_callback.py",
+    "tests/e2e/test_teardown.py",
+    "tests/e2e/test_runbook.py",
+    "training/tests/test_resume_bitwise.py",
+    "tests/e2e/test_pod_venv.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """SLOW_MODULES first, in that order; the rest keep theirs (a stable sort)."""
+    rank = {path: index for index, path in enumerate(SLOW_MODULES)}
+
+    def key(item: pytest.Item) -> int:
+        try:
+            return rank.get(item.path.relative_to(ROOT).as_posix(), len(rank))
+        except ValueError:
+            return len(rank)
+
+    items.sort(key=key)
+
 
 @pytest.fixture(scope="session")
 def pod_image() -> str:
