@@ -81,7 +81,9 @@ units: setup
 # a module's fixtures (one emulator, one pod) still serve all of its tests. PYTEST_WORKERS=0: one process. Tests
 # marked serial (pyproject.toml) run afterwards in one process. The 40 slowest phases are listed at the end.
 PYTEST_WORKERS ?= 2
-PYTEST_XDIST = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
+# --no-loadscope-reorder: modules go out in collection order (tests/e2e/conftest.py puts the slowest first), not
+# by their number of tests.
+PYTEST_XDIST = $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 pytest: setup image
 	@pytest $(PYTEST_XDIST) -m "not serial" --durations=40

@@ -14,8 +14,9 @@ from runpod_emulator.doctor import DoctorFailure, ensure_pods_can_run
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # The slowest modules of make pytest's three roots, slowest first (seconds on 2 busy cores, from --durations). With
-# --dist loadfile pytest-xdist hands modules out in collection order: a long module collected late runs alone at
-# the end while the other process has nothing left. Longest first keeps both busy to the end.
+# --dist loadfile --no-loadscope-reorder (the Makefile's) pytest-xdist hands modules out in collection order: a long
+# module collected late runs alone at the end while the other process has nothing left. Longest first keeps both
+# busy to the end.
 SLOW_MODULES = (
     "tests/e2e/test_resume_drill.py",  # ~320 s: the six-mode drill and the runs after it
     "tests/e2e/test_own_trainer_drill.py",  # ~250 s: two drills

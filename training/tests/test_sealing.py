@@ -15,12 +15,14 @@ from trainops_train.sealing import SealError, newest_sealed, seal
 
 
 def _framework_dir(root: pathlib.Path, name: str, salt: bytes = b"") -> pathlib.Path:
-    """A directory the way frameworks write them: HF-like flat files, DCP's dotted and underscored names,
-    a nested directory."""
+    """A directory the way frameworks write them: HF's flat files (what its Trainer resumes from, so the layout
+    check passes), DCP's dotted and underscored names, a nested directory."""
     path = root / name
     (path / "sub").mkdir(parents=True)
     (path / "model.safetensors").write_bytes(b"weights" * 1000 + salt)
     (path / "trainer_state.json").write_text('{"global_step": 1}')
+    for resumed in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
+        (path / resumed).write_bytes(resumed.encode() + salt)
     (path / ".metadata").write_bytes(b"dcp metadata" + salt)
     (path / "__0_0.distcp").write_bytes(os.urandom(5000))
     (path / "sub" / "epoch=0-step=3.ckpt").write_bytes(b"nested" + salt)
@@ -49,6 +51,9 @@ def test_a_sealed_directory_verifies_here_and_with_coreutils(tmp_path):
     assert set(sealed.manifest["files"]) == {
         "model.safetensors",
         "trainer_state.json",
+        "optimizer.pt",
+        "scheduler.pt",
+        "rng_state.pth",
         ".metadata",
         "__0_0.distcp",
         "sub/epoch=0-step=3.ckpt",
@@ -56,6 +61,7 @@ def test_a_sealed_directory_verifies_here_and_with_coreutils(tmp_path):
     assert_sha256sum_accepts(path)
     report = fmt.verify_checkpoint(str(path))
     assert report.valid and report.step == 120 and report.layout == "directory", report.errors
+    assert report.framework == "transformers"
     assert not [name for name in os.listdir(path) if fmt.SEAL_TEMP_MARK in name]
     # sealing again is a no-op that returns the same checkpoint
     assert seal(path).manifest == sealed.manifest
@@ -268,3 +274,26 @@ def test_native_and_sealed_checkpoints_share_one_root(tmp_path):
     seal(_framework_dir(root, "checkpoint-60"))
     assert newest_sealed(root).step == 60
     assert [c["layout"] for c in fmt.verify_root(str(root)).to_dict()["checkpoints"]] == ["directory", "native"]
+
+
+def test_the_transformers_layout_accepts_each_form_the_trainer_resumes_from():
+    def read(name):
+        return b'{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}'
+
+    base = {"trainer_state.json", "rng_state.pth"}
+    check = fmt.transformers_layout_errors
+    assert check(base | {"model.safetensors", "optimizer.pt", "scheduler.pt"}, read) == []
+    assert check(base | {"adapter_model.safetensors", "optimizer.bin", "scheduler.pt"}, read) == []
+    assert check(base | {"pytorch_model_fsdp_0/__0_0.distcp", "optimizer_0/__0_0.distcp", "scheduler.pt"}, read) == []
+    assert check(base | {"global_step40/mp_rank_00_model_states.pt"}, read) == []  # DeepSpeed's folder holds it all
+    sharded = base | {"model.safetensors.index.json", "model-00001-of-00002.safetensors", "optimizer.pt"}
+    assert check(sharded, read) == [
+        "model-00002-of-00002.safetensors missing: model.safetensors.index.json names it",
+        "scheduler.pt missing: the Trainer resumes from it (saved with save_only_model?)",
+    ]
+    assert check({"trainer_state.json"}, read) == [
+        "model.safetensors missing (nor an index of shards): a transformers checkpoint without weights",
+        "optimizer.pt missing: the Trainer resumes from it (saved with save_only_model?)",
+        "scheduler.pt missing: the Trainer resumes from it (saved with save_only_model?)",
+        "rng_state.pth missing: the Trainer restores the RNG from it",
+    ]

@@ -982,8 +982,7 @@ def _verify_sealed_into(report, hash_files, deadline):
         if kind == SEAL_KIND_DIRECTORY:
             report.framework = framework_of(expected)
             if report.framework == FRAMEWORK_TRANSFORMERS:
-                read = lambda name: _read_small(name, HF_INDEX_MAX_BYTES, base_fd)  # noqa: E731
-                report.errors.extend(transformers_layout_errors(expected, read))
+                report.errors.extend(transformers_layout_errors(expected, _small_reader(base_fd)))
     finally:
         os.close(base_fd)
 
@@ -1003,6 +1002,15 @@ _HF_WEIGHTS_RE = re.compile(
 _HF_OPTIMIZER_RE = re.compile(r"^(optimizer\.(pt|bin)|optimizer_[0-9]+/.+)\Z")
 _HF_DEEPSPEED_RE = re.compile(r"^global_step[0-9]+/")
 _HF_RNG_RE = re.compile(r"^rng_state(_[0-9]+)?\.pth\Z")
+
+
+def _small_reader(base_fd):
+    """read(name): the bytes of a small file of the directory base_fd (an index of shards, say)."""
+
+    def read(name):
+        return _read_small(name, HF_INDEX_MAX_BYTES, base_fd)
+
+    return read
 
 
 def framework_of(names):
