@@ -58,6 +58,12 @@ def place(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp
 
 
+def _playbook(place: Path, *args: str) -> list[str]:
+    """ansible-playbook of venv.yml with vars.json (both written by _venv) on this machine."""
+    playbook = str(BIN / "ansible-playbook")
+    return [playbook, "-i", "localhost,", "-c", "local", str(place / "venv.yml"), "-e", f"@{place}/vars.json", *args]
+
+
 def _venv(place: Path, requirements: str, *args: str) -> dict:
     out = place / "out.json"
     if out.exists():
@@ -74,17 +80,7 @@ def _venv(place: Path, requirements: str, *args: str) -> dict:
     (place / "vars.json").write_text(json.dumps(variables))
     (place / "venv.yml").write_text(PLAYBOOK)
     done = subprocess.run(
-        [
-            str(BIN / "ansible-playbook"),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            str(place / "venv.yml"),
-            "-e",
-            f"@{place}/vars.json",
-            *args,
-        ],
+        _playbook(place, *args),
         env=ansible_env("http://127.0.0.1:9", "unused"),
         capture_output=True,
         text=True,
@@ -164,16 +160,7 @@ def test_a_build_killed_midway_is_built_again_never_used(place: Path):
     requirements = "tinydep==1.0\n# killed\n"
     path = Path(_venv(place, requirements, "--check")["venv_dir"])  # also writes vars.json and venv.yml for it
     playbook = subprocess.Popen(
-        [
-            str(BIN / "ansible-playbook"),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            str(place / "venv.yml"),
-            "-e",
-            f"@{place}/vars.json",
-        ],
+        _playbook(place),
         env=ansible_env("http://127.0.0.1:9", "unused"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -9,12 +9,19 @@ import json
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
 
 import pytest
 import torch
-from trainer_harness import ansible_env, events, journal, process_log, result, run_trainer, write_config
+from trainer_harness import (
+    events,
+    journal,
+    process_log,
+    result,
+    run_local_playbook,
+    run_trainer,
+    write_config,
+)
 from trainops_train import checkpoint_format, resume
 from trainops_train.sealing import seal
 
@@ -271,26 +278,13 @@ def _check_hostile(hostile: dict, root: pathlib.Path) -> None:
 def _run_verify_playbook(tmp_path: pathlib.Path, extra: dict, locked_root: pathlib.Path) -> dict:
     """Run PLAYBOOK with `extra` as its variables while this process holds locked_root's writer lock (as a
     running trainer would); returns what the module returned to each task."""
-    extra = {**extra, "out": str(tmp_path / "out.json"), "ansible_python_interpreter": sys.executable}
     # the "target host" is this machine; its Python has torch (needed for load: true)
-    (tmp_path / "vars.json").write_text(json.dumps(extra))
-    (tmp_path / "verify.yml").write_text(PLAYBOOK)
-    playbook_bin = str(pathlib.Path(sys.executable).with_name("ansible-playbook"))
-    command = [playbook_bin, "-i", "localhost,", "-c", "local", str(tmp_path / "verify.yml")]
+    variables = {**extra, "ansible_python_interpreter": sys.executable}
     lock_fd = resume.lock_root(str(locked_root))
     try:
-        completed = subprocess.run(
-            [*command, "-e", f"@{tmp_path}/vars.json"],
-            env=ansible_env(),
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        return run_local_playbook(tmp_path, "verify", PLAYBOOK, variables)
     finally:
         os.close(lock_fd)
-    assert completed.returncode == 0, completed.stdout[-6000:] + completed.stderr[-3000:]
-    return json.loads((tmp_path / "out.json").read_text())
 
 
 def _check_damage_cases(verified: list[dict], roots: dict[str, pathlib.Path]) -> None:
@@ -420,26 +414,13 @@ def test_checkpoint_verify_knows_sealed_checkpoints_and_names_unsealed_ones(tmp_
     unsealed = root / "checkpoint-30"
     unsealed.mkdir()
     (unsealed / "model.safetensors").write_bytes(b"weights")
-    extra = {
+    variables = {
         "unsealed_dir": str(unsealed),
         "sealed_file": str(root / "step-10.pt"),
         "root": str(root),
-        "out": str(tmp_path / "out.json"),
         "ansible_python_interpreter": sys.executable,
     }
-    (tmp_path / "vars.json").write_text(json.dumps(extra))
-    (tmp_path / "sealed.yml").write_text(SEALED_PLAYBOOK)
-    playbook_bin = str(pathlib.Path(sys.executable).with_name("ansible-playbook"))
-    completed = subprocess.run(
-        [playbook_bin, "-i", "localhost,", "-c", "local", str(tmp_path / "sealed.yml"), "-e", f"@{tmp_path}/vars.json"],
-        env=ansible_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stdout[-6000:] + completed.stderr[-3000:]
-    out = json.loads((tmp_path / "out.json").read_text())
+    out = run_local_playbook(tmp_path, "sealed", SEALED_PLAYBOOK, variables)
     [one] = out["unsealed"]["checkpoints"]
     assert out["unsealed"]["kind"] == "checkpoint" and not one["valid"], one
     assert one["errors"] == ["SHA256SUMS missing: not sealed"], one

@@ -22,7 +22,7 @@ import sys
 import time
 
 import pytest
-from trainer_harness import ansible_env
+from trainer_harness import run_local_playbook
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.slow
@@ -201,29 +201,8 @@ def test_checkpoint_verify_knows_the_transformers_layout(reference, tmp_path):
         check=True,
     )
     checkpoints = [str(path) for path in (sealed, flipped, removed, resealed)]
-    (tmp_path / "vars.json").write_text(json.dumps({"checkpoints": checkpoints, "out": str(tmp_path / "out.json")}))
-    (tmp_path / "verify.yml").write_text(VERIFY_PLAYBOOK)
-    done = subprocess.run(
-        [
-            str(pathlib.Path(sys.executable).with_name("ansible-playbook")),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            str(tmp_path / "verify.yml"),
-            "-e",
-            f"@{tmp_path}/vars.json",
-            "-e",
-            f"ansible_python_interpreter={sys.executable}",
-        ],
-        env=ansible_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
-    good, bad_byte, gone, without = json.loads((tmp_path / "out.json").read_text())
+    variables = {"checkpoints": checkpoints, "ansible_python_interpreter": sys.executable}
+    good, bad_byte, gone, without = run_local_playbook(tmp_path, "verify", VERIFY_PLAYBOOK, variables)
     [entry] = good["checkpoints"]
     assert good["valid"] and entry["framework"] == "transformers" and entry["layout"] == "directory", good
     loaded = good["loaded"]

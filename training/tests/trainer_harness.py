@@ -204,3 +204,22 @@ def ansible_env() -> dict[str, str]:
     env["ANSIBLE_INVENTORY_UNPARSED_WARNING"] = "False"
     env["ANSIBLE_NOCOLOR"] = "1"
     return env
+
+
+def run_local_playbook(directory: pathlib.Path, name: str, text: str, variables: dict[str, Any]) -> Any:
+    """Write the playbook `text` and its variables to `directory`, run it on localhost with this checkout's
+    collection, assert it succeeded, and return the JSON it wrote to the variable `out` (directory/out.json)."""
+    variables = {"out": str(directory / "out.json"), **variables}
+    (directory / "vars.json").write_text(json.dumps(variables))
+    (directory / f"{name}.yml").write_text(text)
+    playbook = str(pathlib.Path(sys.executable).with_name("ansible-playbook"))
+    done = subprocess.run(
+        [playbook, "-i", "localhost,", "-c", "local", str(directory / f"{name}.yml"), "-e", f"@{directory}/vars.json"],
+        env=ansible_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    return json.loads((directory / "out.json").read_text())
